@@ -1,0 +1,146 @@
+"""PPO hyperparameters, their validation, and tuned per-environment presets."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from jaxrl import config as cfg
+
+# Numeric hyperparameters that may differ across a vmapped sweep: they live in
+# the training state as float32 leaves. Everything else is static structure.
+SWEEPABLE = (
+    "lr",
+    "gamma",
+    "gae_lambda",
+    "clip_eps",
+    "vf_clip_eps",
+    "ent_coef",
+    "vf_coef",
+    "max_grad_norm",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class PPOConfig:
+    """Proximal Policy Optimization (Schulman et al. 2017).
+
+    Defaults are PureJaxRL's CartPole configuration. One update collects
+    `num_envs * num_steps` transitions, then runs `update_epochs` passes of
+    `num_minibatches` minibatches over them.
+    """
+
+    env: str = "CartPole-v1"
+    total_steps: int = 500_000
+    num_envs: int = 4
+    num_steps: int = 128
+    update_epochs: int = 4
+    num_minibatches: int = 4
+    lr: float = 2.5e-4
+    anneal_lr: bool = True
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_eps: float = 0.2
+    clip_value: bool = True
+    vf_clip_eps: float = 0.2
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    adam_eps: float = 1e-5
+    normalize_advantages: bool = True
+    normalize_obs: bool = False
+    obs_clip: float = 10.0
+    normalize_reward: bool = False
+    reward_clip: float = 10.0
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+    recurrent: bool = False
+    rnn_hidden_size: int = 128
+    tanh_squash: bool = False
+    init_log_std: float = 0.0
+
+    @property
+    def batch_size(self) -> int:
+        return self.num_envs * self.num_steps
+
+    @property
+    def num_updates(self) -> int:
+        return self.total_steps // self.batch_size
+
+    def validate(self) -> PPOConfig:
+        """Raises `ConfigError` naming the first invalid field; returns self."""
+        cfg.check_positive(self, "total_steps", "num_envs", "num_steps", "update_epochs")
+        cfg.check_positive(self, "num_minibatches", "lr", "max_grad_norm", "adam_eps")
+        cfg.check_positive(self, "obs_clip", "reward_clip", "rnn_hidden_size")
+        cfg.check_range(self, "gamma", 0.0, 1.0)
+        cfg.check_range(self, "gae_lambda", 0.0, 1.0)
+        cfg.check_positive(self, "clip_eps", "vf_clip_eps")
+        for name in ("ent_coef", "vf_coef"):
+            cfg.check(getattr(self, name) >= 0, name, getattr(self, name), ">= 0")
+        cfg.check_choice(self, "activation", ("tanh", "relu", "gelu", "silu"))
+        cfg.check(
+            len(self.hidden_sizes) > 0 and all(h > 0 for h in self.hidden_sizes),
+            "hidden_sizes", self.hidden_sizes, "a non-empty list of positive layer sizes",
+        )
+        cfg.check(
+            self.total_steps >= self.batch_size,
+            "total_steps", self.total_steps,
+            f">= num_envs * num_steps = {self.batch_size} (one update)",
+        )
+        # Feed-forward PPO shuffles single transitions; recurrent PPO must keep
+        # whole sequences together, so it splits over environments instead.
+        if self.recurrent:
+            cfg.check(
+                self.num_envs % self.num_minibatches == 0,
+                "num_minibatches", self.num_minibatches,
+                f"a divisor of num_envs={self.num_envs} (recurrent PPO splits minibatches by env)",
+            )
+        else:
+            cfg.check(
+                self.batch_size % self.num_minibatches == 0,
+                "num_minibatches", self.num_minibatches,
+                f"a divisor of num_envs * num_steps = {self.batch_size}",
+            )
+        return self
+
+
+# Tuned defaults per environment (like rl-zoo's hyperparameter files). Each is
+# measured by tests/algorithms/test_ppo_learning.py or benchmarks/ppo_returns.py.
+PRESETS: dict[str, dict[str, Any]] = {
+    "CartPole-v1": {},
+    "Acrobot-v1": {
+        "num_envs": 16, "num_steps": 128, "lr": 1e-3, "ent_coef": 0.0,
+        "normalize_obs": True, "total_steps": 500_000,
+    },
+    "MountainCar-v0": {"num_envs": 16, "normalize_obs": True, "total_steps": 1_000_000},
+    "Pendulum-v1": {
+        "num_envs": 16, "num_steps": 256, "update_epochs": 10, "num_minibatches": 16,
+        "lr": 1e-3, "gamma": 0.95, "gae_lambda": 0.95, "ent_coef": 0.0, "max_grad_norm": 0.5,
+        "normalize_obs": True, "normalize_reward": True, "total_steps": 1_000_000,
+        "clip_value": False, "init_log_std": -0.5,
+    },
+    "MountainCarContinuous-v0": {
+        "num_envs": 16, "normalize_obs": True, "normalize_reward": True, "ent_coef": 0.0,
+        "total_steps": 1_000_000,
+    },
+    "CartPole-POMDP-v1": {
+        "recurrent": True, "num_envs": 16, "num_steps": 128, "num_minibatches": 4,
+        "lr": 1e-3, "total_steps": 1_000_000, "hidden_sizes": (64,), "rnn_hidden_size": 128,
+    },
+    "MemoryChain-v0": {
+        "recurrent": True, "num_envs": 16, "num_steps": 64, "lr": 1e-3, "total_steps": 200_000,
+        "hidden_sizes": (64,), "rnn_hidden_size": 64,
+    },
+}
+# MinAtar: PureJaxRL's MinAtar PPO settings.
+for _game in ("Breakout", "Asterix", "Freeway", "SpaceInvaders"):
+    PRESETS[f"{_game}-MinAtar"] = {
+        "num_envs": 64, "num_steps": 128, "update_epochs": 4, "num_minibatches": 8,
+        "lr": 5e-4, "gamma": 0.99, "gae_lambda": 0.95, "ent_coef": 0.01,
+        "activation": "relu", "hidden_sizes": (256, 256), "total_steps": 10_000_000,
+    }
+
+
+def default_config(env: str = "CartPole-v1") -> PPOConfig:
+    """The tuned preset for `env` (PureJaxRL's CartPole defaults otherwise)."""
+    return cfg.replace(PPOConfig(env=env), **PRESETS.get(env, {}))

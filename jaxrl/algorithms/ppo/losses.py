@@ -1,0 +1,87 @@
+"""The PPO loss, as small pure functions (Schulman et al. 2017).
+
+Every term is written out with its equation so it can be checked against the
+paper and against hand-computed values (tests/algorithms/test_ppo_losses.py).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+
+def normalize_advantages(advantages: jax.Array, eps: float = 1e-8) -> jax.Array:
+    """(A - mean(A)) / (std(A) + eps), over the minibatch (population std, ddof=0)."""
+    return (advantages - advantages.mean()) / (advantages.std() + eps)
+
+
+def clipped_surrogate_loss(
+    log_prob: jax.Array, old_log_prob: jax.Array, advantages: jax.Array, clip_eps: jax.Array | float
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """L^CLIP = -E[min(r A, clip(r, 1 - eps, 1 + eps) A)], r = pi(a|s) / pi_old(a|s).
+
+    Also returns diagnostics: the fraction of clipped ratios and the
+    approximate KL(pi_old || pi) with the low-variance, unbiased k3 estimator
+    E[(r - 1) - log r] (Schulman 2020, "Approximating KL divergence").
+    """
+    log_ratio = log_prob - old_log_prob
+    ratio = jnp.exp(log_ratio)
+    unclipped = ratio * advantages
+    clipped = jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * advantages
+    loss = -jnp.minimum(unclipped, clipped).mean()
+    stats = {
+        "clip_fraction": (jnp.abs(ratio - 1.0) > clip_eps).astype(jnp.float32).mean(),
+        "approx_kl": ((ratio - 1.0) - log_ratio).mean(),
+    }
+    return loss, stats
+
+
+def value_loss(
+    value: jax.Array,
+    old_value: jax.Array,
+    returns: jax.Array,
+    clip_eps: jax.Array | float,
+    clip: bool,
+) -> jax.Array:
+    """0.5 E[(V - R)^2], or with clipping 0.5 E[max((V - R)^2, (V_clip - R)^2)].
+
+    V_clip = V_old + clip(V - V_old, -eps, eps): the value-clipping variant of
+    OpenAI baselines' PPO2, as in PureJaxRL and CleanRL.
+    """
+    unclipped = (value - returns) ** 2
+    if not clip:
+        return 0.5 * unclipped.mean()
+    value_clipped = old_value + jnp.clip(value - old_value, -clip_eps, clip_eps)
+    return 0.5 * jnp.maximum(unclipped, (value_clipped - returns) ** 2).mean()
+
+
+def ppo_loss(
+    log_prob: jax.Array,
+    entropy: jax.Array,
+    value: jax.Array,
+    old_log_prob: jax.Array,
+    old_value: jax.Array,
+    advantages: jax.Array,
+    returns: jax.Array,
+    *,
+    clip_eps: jax.Array | float,
+    vf_clip_eps: jax.Array | float,
+    vf_coef: jax.Array | float,
+    ent_coef: jax.Array | float,
+    clip_value: bool,
+    normalize_advantages_: bool,
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """Total loss L = L^CLIP + c_v L^V - c_e H[pi] (Schulman et al. 2017, eq. 9)."""
+    if normalize_advantages_:
+        advantages = normalize_advantages(advantages)
+    policy_loss, stats = clipped_surrogate_loss(log_prob, old_log_prob, advantages, clip_eps)
+    v_loss = value_loss(value, old_value, returns, vf_clip_eps, clip_value)
+    entropy_mean = entropy.mean()
+    total = policy_loss + vf_coef * v_loss - ent_coef * entropy_mean
+    return total, {
+        "loss": total,
+        "policy_loss": policy_loss,
+        "value_loss": v_loss,
+        "entropy": entropy_mean,
+        **stats,
+    }

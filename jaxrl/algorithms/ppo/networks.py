@@ -1,0 +1,98 @@
+"""PPO actor-critic networks: separate actor and critic MLPs, optionally behind a GRU."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from jaxrl.nn import MLP, Categorical, DiagGaussian, ScannedGRU, TanhGaussian, orthogonal
+
+Distribution = Categorical | DiagGaussian | TanhGaussian
+
+
+class PolicyHead(nn.Module):
+    """Maps features to an action distribution (small-scale init: Andrychowicz et al. 2021)."""
+
+    action_dim: int
+    discrete: bool
+    tanh_squash: bool = False
+    init_log_std: float = 0.0
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> Distribution:
+        out = nn.Dense(self.action_dim, kernel_init=orthogonal(0.01), bias_init=nn.initializers.zeros)(x)
+        if self.discrete:
+            return Categorical(out)
+        # State-independent log standard deviation, a learned parameter.
+        log_std = self.param(
+            "log_std", nn.initializers.constant(self.init_log_std), (self.action_dim,)
+        )
+        log_std = jnp.broadcast_to(log_std, out.shape)
+        return TanhGaussian(out, log_std) if self.tanh_squash else DiagGaussian(out, log_std)
+
+
+class ValueHead(nn.Module):
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return nn.Dense(1, kernel_init=orthogonal(1.0), bias_init=nn.initializers.zeros)(x)[..., 0]
+
+
+def flatten_obs(obs: jax.Array, batch_dims: int) -> jax.Array:
+    """Flattens everything after the batch dimensions and casts to float32."""
+    return obs.reshape(obs.shape[:batch_dims] + (-1,)).astype(jnp.float32)
+
+
+class ActorCritic(nn.Module):
+    """Feed-forward actor-critic: `obs (B, ...) -> (distribution, value (B,))`."""
+
+    action_dim: int
+    discrete: bool
+    hidden_sizes: Sequence[int] = (64, 64)
+    activation: str = "tanh"
+    tanh_squash: bool = False
+    init_log_std: float = 0.0
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> tuple[Distribution, jax.Array]:
+        x = flatten_obs(obs, 1)
+        actor = MLP(self.hidden_sizes, self.activation, name="actor_torso")(x)
+        dist = PolicyHead(
+            self.action_dim, self.discrete, self.tanh_squash, self.init_log_std, name="actor_head"
+        )(actor)
+        critic = MLP(self.hidden_sizes, self.activation, name="critic_torso")(x)
+        return dist, ValueHead(name="critic_head")(critic)
+
+
+class RecurrentActorCritic(nn.Module):
+    """GRU actor-critic over time-major sequences.
+
+    `(carry (B, H), obs (T, B, ...), resets (T, B)) -> (carry, distribution, value (T, B))`.
+    An MLP embeds each observation, a shared GRU integrates them (its carry is
+    zeroed where `resets` marks an episode start), and separate actor and
+    critic heads read the GRU output.
+    """
+
+    action_dim: int
+    discrete: bool
+    hidden_sizes: Sequence[int] = (64,)
+    activation: str = "tanh"
+    rnn_hidden_size: int = 128
+    tanh_squash: bool = False
+    init_log_std: float = 0.0
+
+    @nn.compact
+    def __call__(
+        self, carry: jax.Array, obs: jax.Array, resets: jax.Array
+    ) -> tuple[jax.Array, Distribution, jax.Array]:
+        x = flatten_obs(obs, 2)
+        x = MLP(self.hidden_sizes, self.activation, name="embed")(x)
+        carry, h = ScannedGRU(self.rnn_hidden_size, name="gru")(carry, x, resets)
+        actor = MLP(self.hidden_sizes, self.activation, name="actor_torso")(h)
+        dist = PolicyHead(
+            self.action_dim, self.discrete, self.tanh_squash, self.init_log_std, name="actor_head"
+        )(actor)
+        critic = MLP(self.hidden_sizes, self.activation, name="critic_torso")(h)
+        return carry, dist, ValueHead(name="critic_head")(critic)

@@ -1,0 +1,373 @@
+"""PPO: `init(key, hparams) -> PPOState` and the pure `update(state) -> (state, metrics)`.
+
+One `update` collects `num_steps` transitions from `num_envs` vmapped
+environments with `lax.scan`, computes GAE, and runs `update_epochs` epochs
+of minibatch gradient steps, all inside one traced function: the driver
+(`jaxrl.training.driver`) jits it, scans it over many updates, vmaps it over
+seeds and sweeps, and shards it over devices.
+
+The loss itself is in `losses.py`; the networks in `networks.py`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import struct
+
+from jaxrl import config as cfg
+from jaxrl import envs
+from jaxrl.returns import bootstrap_truncated_rewards, gae
+from jaxrl.running_stats import RunningStats, normalize, update_stats
+
+from . import losses
+from .config import SWEEPABLE, PPOConfig
+from .networks import ActorCritic, RecurrentActorCritic
+
+PPOHyperParams = cfg.make_hyperparams_class("PPOHyperParams", SWEEPABLE)
+
+
+@struct.dataclass
+class PPOState:
+    """Everything a PPO run needs to continue exactly where it stopped."""
+
+    params: Any
+    opt_state: Any
+    env_state: Any
+    obs: jax.Array  # last raw observation, (num_envs, ...)
+    done: jax.Array  # whether the last step ended an episode, (num_envs,)
+    rnn_carry: jax.Array | None  # (num_envs, rnn_hidden_size); None when feed-forward
+    obs_stats: RunningStats
+    return_stats: RunningStats  # statistics of the discounted return, for reward scaling
+    discounted_return: jax.Array  # (num_envs,)
+    episode_return: jax.Array  # undiscounted return of the running episode, (num_envs,)
+    episode_length: jax.Array  # (num_envs,)
+    key: jax.Array
+    update_step: jax.Array  # number of completed updates
+    hparams: Any  # PPOHyperParams: sweepable hyperparameters as float32 leaves
+
+
+@struct.dataclass
+class Transition:
+    obs: jax.Array  # normalised observation the policy saw
+    action: jax.Array  # raw sample (pre-squash / pre-clip for continuous actions)
+    log_prob: jax.Array
+    value: jax.Array
+    reward: jax.Array  # scaled reward with the truncation bootstrap added
+    done: jax.Array
+    reset: jax.Array  # this step starts a new episode (recurrent carry reset)
+
+
+class PPO:
+    """PPO for one environment and one static config.
+
+    Static structure (shapes, network sizes, flags) lives on this object;
+    everything numeric that changes or may be swept lives in `PPOState`.
+    """
+
+    name = "ppo"
+    # State fields with a per-environment leading axis (sharded over devices
+    # when the agents alone do not divide evenly; see training/mesh.py).
+    ENV_FIELDS = (
+        "env_state", "obs", "done", "rnn_carry", "discounted_return",
+        "episode_return", "episode_length",
+    )
+
+    def __init__(self, config: PPOConfig, env: envs.Environment, env_params: Any):
+        self.config = config.validate()
+        self.env = env
+        self.env_params = env_params
+        action_space = env.action_space(env_params)
+        self.discrete = isinstance(action_space, envs.spaces.Discrete)
+        if not self.discrete and not isinstance(action_space, envs.spaces.Box):
+            raise cfg.ConfigError(
+                f"env={config.env!r}: PPO supports Discrete or Box action spaces, got {action_space!r}"
+            )
+        if self.discrete and config.tanh_squash:
+            raise cfg.ConfigError(
+                f"invalid tanh_squash=True: env={config.env!r} has a discrete action space "
+                f"{action_space!r}; tanh squashing applies only to continuous (Box) actions"
+            )
+        if not self.discrete and len(action_space.shape) != 1:
+            raise cfg.ConfigError(f"env={config.env!r}: Box actions must be 1-D, got {action_space.shape}")
+        self.action_space = action_space
+        self.action_dim = action_space.n if self.discrete else action_space.shape[0]
+        self.obs_shape = tuple(env.observation_space(env_params).shape)
+        common = dict(
+            action_dim=self.action_dim,
+            discrete=self.discrete,
+            hidden_sizes=tuple(config.hidden_sizes),
+            activation=config.activation,
+            tanh_squash=config.tanh_squash,
+            init_log_std=config.init_log_std,
+        )
+        if config.recurrent:
+            self.network = RecurrentActorCritic(rnn_hidden_size=config.rnn_hidden_size, **common)
+        else:
+            self.network = ActorCritic(**common)
+
+    # ------------------------------------------------------------------ construction
+    def hyperparams(self, **overrides: float) -> Any:
+        """Sweepable hyperparameters of this config, with optional overrides."""
+        config = cfg.replace(self.config, **overrides).validate() if overrides else self.config
+        return cfg.hyperparams_from(config, PPOHyperParams, SWEEPABLE)
+
+    def init(self, key: jax.Array, hparams: Any) -> PPOState:
+        c = self.config
+        key, k_params, k_env = jax.random.split(key, 3)
+        obs, env_state = jax.vmap(self.env.reset, in_axes=(0, None))(
+            jax.random.split(k_env, c.num_envs), self.env_params
+        )
+        done = jnp.zeros((c.num_envs,), jnp.bool_)
+        if c.recurrent:
+            carry = jnp.zeros((c.num_envs, c.rnn_hidden_size), jnp.float32)
+            params = self.network.init(k_params, carry, obs[None], done[None])
+        else:
+            carry = None
+            params = self.network.init(k_params, obs)
+        zeros = jnp.zeros((c.num_envs,), jnp.float32)
+        return PPOState(
+            params=params,
+            opt_state=self._optimizer(hparams, 1.0).init(params),
+            env_state=env_state,
+            obs=obs,
+            done=jnp.ones((c.num_envs,), jnp.bool_),  # first step starts an episode
+            rnn_carry=carry,
+            obs_stats=RunningStats.create(self.obs_shape),
+            return_stats=RunningStats.create(),
+            discounted_return=zeros,
+            episode_return=zeros,
+            episode_length=jnp.zeros((c.num_envs,), jnp.int32),
+            key=key,
+            update_step=jnp.zeros((), jnp.int32),
+            hparams=hparams,
+        )
+
+    def _optimizer(self, hp: Any, lr_scale: jax.Array | float) -> optax.GradientTransformation:
+        # Built from the (possibly traced, per-seed) hyperparameters each update;
+        # its state structure does not depend on their values.
+        return optax.chain(
+            optax.clip_by_global_norm(hp.max_grad_norm),
+            optax.scale_by_adam(eps=self.config.adam_eps),
+            optax.scale(-hp.lr * lr_scale),
+        )
+
+    # ------------------------------------------------------------------ acting
+    def _policy(self, params, obs, carry, reset):
+        """Runs the network on one step: `obs (B, ...)` -> `(carry, dist, value (B,))`."""
+        if self.config.recurrent:
+            carry, dist, value = self.network.apply(params, carry, obs[None], reset[None])
+            return carry, jax.tree.map(lambda x: x[0], dist), value[0]
+        dist, value = self.network.apply(params, obs)
+        return carry, dist, value
+
+    def to_env_action(self, action: jax.Array) -> jax.Array:
+        """Maps a raw policy sample to the environment's action space.
+
+        Gaussian samples are clipped to the Box bounds (stored actions stay
+        unclipped so log-probabilities are exact, as in SB3/CleanRL); tanh-
+        squashed samples are rescaled from [-1, 1] to the bounds.
+        """
+        if self.discrete:
+            return action
+        low = jnp.asarray(self.action_space.low, jnp.float32)
+        high = jnp.asarray(self.action_space.high, jnp.float32)
+        if self.config.tanh_squash:
+            return low + 0.5 * (jnp.tanh(action) + 1.0) * (high - low)
+        return jnp.clip(action, low, high)
+
+    def _normalize_obs(self, stats: RunningStats, obs: jax.Array) -> jax.Array:
+        if not self.config.normalize_obs:
+            return obs.astype(jnp.float32)
+        return normalize(stats, obs.astype(jnp.float32), self.config.obs_clip)
+
+    def act(self, state: PPOState, obs, carry, reset, key, deterministic: bool = True):
+        """Evaluation policy: `(env_action, carry)` for a batch of observations."""
+        obs_in = self._normalize_obs(state.obs_stats, obs)
+        carry, dist, _ = self._policy(state.params, obs_in, carry, reset)
+        action = dist.mode() if deterministic else dist.sample(key)
+        return self.to_env_action(action), carry
+
+    # ------------------------------------------------------------------ rollout
+    def _rollout(self, state: PPOState) -> tuple[PPOState, Transition, dict[str, jax.Array]]:
+        c, hp = self.config, state.hparams
+        env_step = jax.vmap(self.env.step, in_axes=(0, 0, 0, None))
+
+        def step(state: PPOState, _):
+            key, k_act, k_env = jax.random.split(state.key, 3)
+            obs_stats = state.obs_stats
+            if c.normalize_obs:
+                obs_stats = update_stats(obs_stats, state.obs)
+            obs_in = self._normalize_obs(obs_stats, state.obs)
+            carry, dist, value = self._policy(state.params, obs_in, state.rnn_carry, state.done)
+            action = dist.sample(k_act)
+            log_prob = dist.log_prob(action)
+            next_obs, env_state, reward, terminated, truncated, info = env_step(
+                jax.random.split(k_env, c.num_envs), state.env_state, self.to_env_action(action),
+                self.env_params,
+            )
+            done = jnp.logical_or(terminated, truncated)
+            # Episode statistics on the raw reward.
+            episode_return = state.episode_return + reward
+            episode_length = state.episode_length + 1
+            # Reward scaling by the running std of the discounted return
+            # (Engstrom et al. 2020, "Implementation matters", sec. 3).
+            discounted_return = state.discounted_return * hp.gamma + reward
+            return_stats = state.return_stats
+            scaled_reward = reward
+            if c.normalize_reward:
+                return_stats = update_stats(return_stats, discounted_return)
+                scaled_reward = jnp.clip(
+                    reward / jnp.sqrt(return_stats.var + 1e-8), -c.reward_clip, c.reward_clip
+                )
+            # Truncated episodes bootstrap from the value of their true last observation.
+            final_obs_in = self._normalize_obs(obs_stats, info["final_observation"])
+            _, _, final_value = self._policy(
+                state.params, final_obs_in, carry, jnp.zeros_like(done)
+            )
+            scaled_reward = bootstrap_truncated_rewards(
+                scaled_reward, terminated, truncated, jax.lax.stop_gradient(final_value), hp.gamma
+            )
+            transition = Transition(
+                obs=obs_in, action=action, log_prob=log_prob, value=value,
+                reward=scaled_reward, done=done, reset=state.done,
+            )
+            episode = {
+                "returned": done,
+                "return": episode_return,
+                "length": episode_length,
+            }
+            new_state = state.replace(
+                key=key,
+                env_state=env_state,
+                obs=next_obs,
+                done=done,
+                rnn_carry=carry,
+                obs_stats=obs_stats,
+                return_stats=return_stats,
+                discounted_return=jnp.where(done, 0.0, discounted_return),
+                episode_return=jnp.where(done, 0.0, episode_return),
+                episode_length=jnp.where(done, 0, episode_length),
+            )
+            return new_state, (transition, episode)
+
+        start_carry = state.rnn_carry
+        state, (traj, episode) = jax.lax.scan(step, state, None, length=c.num_steps)
+        n_done = episode["returned"].sum()
+        denom = jnp.maximum(n_done, 1).astype(jnp.float32)
+        ep_metrics = {
+            # Mean over episodes that ended during this update (0 with episodes == 0).
+            "episode_return": jnp.where(episode["returned"], episode["return"], 0.0).sum() / denom,
+            "episode_length": jnp.where(episode["returned"], episode["length"], 0).sum() / denom,
+            "episodes": n_done.astype(jnp.int32),
+        }
+        return state, traj, {**ep_metrics, "_start_carry": start_carry}
+
+    # ------------------------------------------------------------------ learning
+    def _loss(self, params, hp, batch: Transition, advantages, returns, start_carry):
+        c = self.config
+        if c.recurrent:  # batch is (T, B_mb, ...), re-run the GRU over the sequence
+            _, dist, value = self.network.apply(params, start_carry, batch.obs, batch.reset)
+        else:
+            dist, value = self.network.apply(params, batch.obs)
+        return losses.ppo_loss(
+            dist.log_prob(batch.action),
+            dist.entropy(),
+            value,
+            batch.log_prob,
+            batch.value,
+            advantages,
+            returns,
+            clip_eps=hp.clip_eps,
+            vf_clip_eps=hp.vf_clip_eps,
+            vf_coef=hp.vf_coef,
+            ent_coef=hp.ent_coef,
+            clip_value=c.clip_value,
+            normalize_advantages_=c.normalize_advantages,
+        )
+
+    def update(self, state: PPOState) -> tuple[PPOState, dict[str, jax.Array]]:
+        """One PPO iteration: rollout, advantages, `update_epochs` of minibatch SGD."""
+        c, hp = self.config, state.hparams
+        state, traj, rollout_metrics = self._rollout(state)
+        start_carry = rollout_metrics.pop("_start_carry")
+
+        obs_in = self._normalize_obs(state.obs_stats, state.obs)
+        _, _, last_value = self._policy(state.params, obs_in, state.rnn_carry, state.done)
+        advantages, returns = gae(
+            traj.reward, traj.value, traj.done, last_value, hp.gamma, hp.gae_lambda
+        )
+
+        lr_scale = 1.0 - state.update_step / c.num_updates if c.anneal_lr else 1.0
+        optimizer = self._optimizer(hp, lr_scale)
+        grad_fn = jax.value_and_grad(self._loss, has_aux=True)
+
+        def minibatch_step(carry, minibatch):
+            params, opt_state = carry
+            batch, adv, ret, init_carry = minibatch
+            (_, stats), grads = grad_fn(params, hp, batch, adv, ret, init_carry)
+            updates, opt_state = optimizer.update(grads, opt_state, params)
+            return (optax.apply_updates(params, updates), opt_state), stats
+
+        def epoch(carry, key):
+            params, opt_state = carry
+            minibatches = self._minibatches(key, traj, advantages, returns, start_carry)
+            (params, opt_state), stats = jax.lax.scan(minibatch_step, (params, opt_state), minibatches)
+            return (params, opt_state), stats
+
+        key, k_epochs = jax.random.split(state.key)
+        (params, opt_state), stats = jax.lax.scan(
+            epoch, (state.params, state.opt_state), jax.random.split(k_epochs, c.update_epochs)
+        )
+        state = state.replace(
+            params=params, opt_state=opt_state, key=key, update_step=state.update_step + 1
+        )
+        metrics = {k: v.mean() for k, v in stats.items()}
+        metrics.update(rollout_metrics)
+        metrics["lr"] = hp.lr * lr_scale
+        return state, metrics
+
+    def _minibatches(self, key, traj, advantages, returns, start_carry):
+        """Shuffles the rollout into `num_minibatches` minibatches (leading axis)."""
+        c = self.config
+        m = c.num_minibatches
+        if c.recurrent:
+            # Keep sequences intact: permute environments, split along the env axis.
+            perm = jax.random.permutation(key, c.num_envs)
+
+            def split_env_axis(x, axis):
+                x = jnp.take(x, perm, axis=axis)
+                x = x.reshape(x.shape[:axis] + (m, -1) + x.shape[axis + 1 :])
+                return jnp.moveaxis(x, axis, 0)
+
+            data = jax.tree.map(lambda x: split_env_axis(x, 1), (traj, advantages, returns))
+            return (*data, split_env_axis(start_carry, 0))
+        perm = jax.random.permutation(key, c.batch_size)
+
+        def flat_shuffle_split(x):
+            x = x.reshape((c.batch_size,) + x.shape[2:])
+            return jnp.take(x, perm, axis=0).reshape((m, -1) + x.shape[1:])
+
+        data = jax.tree.map(flat_shuffle_split, (traj, advantages, returns))
+        return (*data, None)  # feed-forward minibatches need no initial carry
+
+
+def make(config: PPOConfig, env: envs.Environment | None = None, env_params: Any = None) -> PPO:
+    """Builds PPO for `config.env` (or the given environment)."""
+    if env is None:
+        env, env_params = envs.make(config.env)
+    return PPO(config, env, env_params if env_params is not None else env.default_params)
+
+
+def params_fingerprint(params: Any) -> str:
+    """SHA-256 of the parameters' bytes (leaf order from `jax.tree`), hex."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for leaf in jax.tree.leaves(params):
+        digest.update(np.ascontiguousarray(np.asarray(leaf)).tobytes())
+    return digest.hexdigest()

@@ -1,0 +1,176 @@
+"""Config utilities shared by algorithms: validation, sweeps and file loading.
+
+An algorithm's config is a frozen dataclass. Fields listed in its
+`SWEEPABLE` tuple are numeric hyperparameters that become pytree leaves of
+the training state (`HyperParams`), so one compiled program can `vmap` over
+several values of them; every other field is static structure (shapes,
+network sizes, flags) fixed at compile time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import math
+import pathlib
+import tomllib
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import jax.numpy as jnp
+from flax import struct
+
+
+class ConfigError(ValueError):
+    """A config field has an invalid value. The message names the field."""
+
+
+def check(ok: bool, field: str, value: Any, allowed: str) -> None:
+    """Raises `ConfigError` naming `field`, its `value` and the allowed values."""
+    if not ok:
+        raise ConfigError(f"invalid {field}={value!r}: must be {allowed}")
+
+
+def check_positive(config: Any, *fields: str) -> None:
+    for name in fields:
+        value = getattr(config, name)
+        check(isinstance(value, (int, float)) and value > 0, name, value, "> 0")
+
+
+def check_range(config: Any, field: str, low: float, high: float, *, closed: bool = True) -> None:
+    value = getattr(config, field)
+    ok = low <= value <= high if closed else low < value < high
+    bracket = f"[{low}, {high}]" if closed else f"({low}, {high})"
+    check(isinstance(value, (int, float)) and ok, field, value, f"in {bracket}")
+
+
+def check_choice(config: Any, field: str, choices: Sequence[Any]) -> None:
+    value = getattr(config, field)
+    check(value in choices, field, value, f"one of {list(choices)}")
+
+
+def replace(config: Any, **overrides: Any) -> Any:
+    """`dataclasses.replace` that names unknown fields and coerces types."""
+    fields = {f.name: f for f in dataclasses.fields(config)}
+    unknown = sorted(set(overrides) - set(fields))
+    if unknown:
+        raise ConfigError(
+            f"unknown config field(s) {unknown} for {type(config).__name__}; "
+            f"allowed: {sorted(fields)}"
+        )
+    hints = typing.get_type_hints(type(config))
+    coerced = {k: coerce(k, v, hints[k]) for k, v in overrides.items()}
+    return dataclasses.replace(config, **coerced)
+
+
+def coerce(name: str, value: Any, hint: Any) -> Any:
+    """Converts strings (from the CLI or files) and lists into the field's type."""
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
+            if type(None) in args:
+                return None
+        non_none = [a for a in args if a is not type(None)]
+        return coerce(name, value, non_none[0])
+    if origin in (tuple, Sequence) or hint is tuple:
+        if isinstance(value, str):
+            value = [v for v in value.replace(" ", "").split(",") if v]
+        item = args[0] if args else Any
+        return tuple(coerce(name, v, item) for v in value)
+    try:
+        if hint is bool:
+            if isinstance(value, str):
+                if value.lower() in ("1", "true", "yes", "on"):
+                    return True
+                if value.lower() in ("0", "false", "no", "off"):
+                    return False
+                raise ValueError
+            return bool(value)
+        if hint is int:
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError
+            return int(float(value)) if isinstance(value, str) else int(value)
+        if hint is float:
+            return float(value)
+        if hint is str:
+            return str(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"invalid {name}={value!r}: expected {getattr(hint, '__name__', hint)}") from None
+    return value
+
+
+def load_file(path: str | pathlib.Path) -> dict[str, Any]:
+    """Loads a flat config mapping from a `.toml`, `.json` or `.yaml` file."""
+    path = pathlib.Path(path)
+    text = path.read_text()
+    if path.suffix == ".toml":
+        data = tomllib.loads(text)
+    elif path.suffix == ".json":
+        data = json.loads(text)
+    elif path.suffix in (".yaml", ".yml"):
+        try:
+            import yaml
+        except ImportError as err:  # pragma: no cover - depends on environment
+            raise ConfigError(f"{path}: reading YAML needs PyYAML (pip install pyyaml)") from err
+        data = yaml.safe_load(text)
+    else:
+        raise ConfigError(f"config file {path}: unsupported suffix {path.suffix!r}; use .toml, .json or .yaml")
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"config file {path}: expected a mapping of field = value")
+    return dict(data)
+
+
+def to_dict(config: Any) -> dict[str, Any]:
+    """JSON-friendly dict of a config dataclass."""
+    out = {}
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        out[f.name] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+# ----------------------------------------------------------------------------- sweeps
+def parse_sweep(specs: Sequence[str] | Mapping[str, Sequence[Any]] | None) -> dict[str, list[float]]:
+    """Parses `["lr=1e-3,3e-4", "ent_coef=0,0.01"]` into `{"lr": [...], ...}`."""
+    if not specs:
+        return {}
+    if isinstance(specs, Mapping):
+        return {k: [float(v) for v in vs] for k, vs in specs.items()}
+    grid: dict[str, list[float]] = {}
+    for spec in specs:
+        name, sep, values = spec.partition("=")
+        if not sep or not values:
+            raise ConfigError(f"invalid sweep {spec!r}: expected name=v1,v2,...")
+        try:
+            grid[name.strip()] = [float(v) for v in values.split(",") if v.strip()]
+        except ValueError:
+            raise ConfigError(f"invalid sweep {spec!r}: values must be numbers") from None
+    return grid
+
+
+def expand_grid(grid: Mapping[str, Sequence[float]]) -> list[dict[str, float]]:
+    """Cartesian product of a sweep grid, in a stable order (last name fastest)."""
+    if not grid:
+        return [{}]
+    names = list(grid)
+    return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*grid.values())]
+
+
+def make_hyperparams_class(name: str, fields: Sequence[str]) -> type:
+    """A `flax.struct` dataclass with one float32 leaf per sweepable field."""
+    namespace = {"__annotations__": {f: Any for f in fields}}
+    return struct.dataclass(type(name, (), namespace))
+
+
+def hyperparams_from(config: Any, cls: type, fields: Sequence[str]) -> Any:
+    return cls(**{f: jnp.asarray(getattr(config, f), jnp.float32) for f in fields})
+
+
+def is_finite_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x)
+
+
+ValidateFn = Callable[[Any], None]

@@ -1,0 +1,533 @@
+"""Token sampling and teacher-forced log-probabilities for LM policies.
+
+What lives here:
+- Logit filters (``top_k_filter``, ``top_p_filter``) and ``sample_logits``:
+  pure functions on a ``(..., vocab)`` array, usable on their own.
+- ``generate``: batched autoregressive sampling with a KV cache -- left-padded
+  prompts, ``num_samples`` completions per prompt (GRPO groups), per-row EOS
+  stop, greedy at ``temperature=0``. One jitted program: prefill, then a
+  ``lax.while_loop`` decode that stops early once every row has finished.
+- ``token_logprobs``: log p(tokens[:, t+1] | tokens[:, :t+1]) (and optionally
+  entropy) for given sequences, computed from the final hidden states in chunks
+  so the float32 ``(batch, seq, vocab)`` logits are never materialised at once.
+
+Log-probability convention (shared by ``generate`` and ``token_logprobs``):
+the log-probability of a token is ``log_softmax(logits / temperature)[token]``
+over the *full* vocabulary -- temperature-scaled, but before top-k / top-p
+filtering (as TRL and verl use for the behaviour policy). Greedy decoding
+(``temperature=0``) reports the raw model's log-probabilities (temperature 1).
+So ``generate(..., temperature=T).logprobs`` equals
+``token_logprobs(..., temperature=T)`` on the completion tokens, and with
+``top_k`` / ``top_p`` the reported values are *not* the log-probabilities of the
+truncated distribution actually sampled from.
+
+What does not live here: losses, advantages and the RL loop.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import flax
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jaxrl.lm.model import init_cache, lm_head_weight
+
+__all__ = [
+    "SampleOutput",
+    "generate",
+    "sample_logits",
+    "token_logprobs",
+    "top_k_filter",
+    "top_p_filter",
+]
+
+_NEG_INF = -jnp.inf
+
+
+# --------------------------------------------------------------------------- filters
+
+
+def top_k_filter(logits: jax.Array, k: int) -> jax.Array:
+    """Keep the ``k`` largest logits on the last axis; the rest become ``-inf``.
+
+    Values tied with the k-th largest are kept too (so >= k may survive).
+    """
+    kth = lax.top_k(logits, k)[0][..., -1:]
+    return jnp.where(logits < kth, _NEG_INF, logits)
+
+
+def _nucleus_keep(sorted_logits: jax.Array, p: jax.Array | float) -> jax.Array:
+    """Boolean keep-mask over logits sorted in descending order (last axis).
+
+    A token is kept when the probability mass strictly before it is ``< p``,
+    i.e. the smallest prefix whose mass reaches ``p`` -- including the token
+    that crosses the threshold. The most likely token is always kept.
+    """
+    probs = jax.nn.softmax(sorted_logits.astype(jnp.float32), axis=-1)
+    mass_before = jnp.cumsum(probs, axis=-1) - probs
+    keep = mass_before < p
+    return keep.at[..., 0].set(True)
+
+
+def top_p_filter(logits: jax.Array, p: jax.Array | float) -> jax.Array:
+    """Nucleus filter: keep the smallest top set whose probability reaches ``p``.
+
+    Tokens outside the set become ``-inf``; values tied with the last kept one
+    are kept too. ``p >= 1`` keeps everything.
+    """
+    sorted_logits = -jnp.sort(-logits, axis=-1)
+    keep = _nucleus_keep(sorted_logits, p)
+    # Smallest kept logit: everything at or above it is in the nucleus.
+    cutoff = jnp.min(jnp.where(keep, sorted_logits, jnp.inf), axis=-1, keepdims=True)
+    return jnp.where(logits < cutoff, _NEG_INF, logits)
+
+
+def sample_logits(
+    key: jax.Array,
+    logits: jax.Array,
+    *,
+    temperature: jax.Array | float = 1.0,
+    top_k: int | None = None,
+    top_p: jax.Array | float | None = None,
+    greedy: bool = False,
+) -> tuple[jax.Array, jax.Array]:
+    """Draw one token per row of ``logits (..., vocab)``; return ``(tokens, logprobs)``.
+
+    Order: temperature, then top-k, then top-p on the top-k-renormalised
+    distribution (as Hugging Face does). ``greedy`` takes the argmax and ignores
+    the rest. ``logprobs`` follow the module convention: the full-vocabulary
+    ``log_softmax(logits / temperature)`` (temperature 1 when greedy).
+    """
+    logits = logits.astype(jnp.float32)
+    if greedy:
+        tokens = jnp.argmax(logits, axis=-1).astype(jnp.int32)
+        return tokens, _gather_logprob(logits, tokens)
+    scaled = logits / temperature
+    if top_k is None and top_p is None:
+        tokens = jax.random.categorical(key, scaled, axis=-1).astype(jnp.int32)
+        return tokens, _gather_logprob(scaled, tokens)
+    # Sample in "candidate space": the top-k (or all, sorted) logits, descending.
+    k = scaled.shape[-1] if top_k is None else top_k
+    cand_logits, cand_ids = lax.top_k(scaled, k)
+    if top_p is not None:
+        cand_logits = jnp.where(_nucleus_keep(cand_logits, top_p), cand_logits, _NEG_INF)
+    choice = jax.random.categorical(key, cand_logits, axis=-1)
+    tokens = jnp.take_along_axis(cand_ids, choice[..., None], axis=-1)[..., 0].astype(jnp.int32)
+    return tokens, _gather_logprob(scaled, tokens)
+
+
+def _gather_logprob(logits: jax.Array, tokens: jax.Array) -> jax.Array:
+    """``log_softmax(logits)[tokens]`` without building the full log-softmax."""
+    picked = jnp.take_along_axis(logits, tokens[..., None], axis=-1)[..., 0]
+    return picked - jax.nn.logsumexp(logits, axis=-1)
+
+
+# --------------------------------------------------------------------------- output
+
+
+@flax.struct.dataclass
+class SampleOutput:
+    """Completions from ``generate``; rows are prompt-major groups.
+
+    Row ``i * num_samples + j`` is sample ``j`` of prompt ``i``.
+
+    Fields:
+      tokens: (B*n, max_new_tokens) int32 sampled tokens; ``pad_id`` after the first EOS.
+      logprobs: (B*n, max_new_tokens) float32 log-probs of ``tokens`` (module
+        convention: full-vocab, temperature-scaled, before top-k/top-p); 0 where masked.
+      completion_mask: (B*n, max_new_tokens) bool, True up to and including the first EOS.
+      lengths: (B*n,) int32 number of True entries of ``completion_mask``.
+      finished: (B*n,) bool, True when the row emitted EOS (False = cut at max_new_tokens).
+      prompt_tokens: (B*n, P) int32 prompts, repeated per sample.
+      prompt_mask: (B*n, P) bool, repeated per sample.
+    """
+
+    tokens: jax.Array
+    logprobs: jax.Array
+    completion_mask: jax.Array
+    lengths: jax.Array
+    finished: jax.Array
+    prompt_tokens: jax.Array
+    prompt_mask: jax.Array
+
+    def sequences(self) -> tuple[jax.Array, jax.Array]:
+        """``(tokens, mask)`` of prompt + completion, (B*n, P + max_new_tokens).
+
+        Feed these to ``token_logprobs(..., targets_start=P)`` to re-score the
+        completions (e.g. under the current or a reference policy).
+        """
+        tokens = jnp.concatenate([self.prompt_tokens, self.tokens], axis=1)
+        mask = jnp.concatenate([self.prompt_mask, self.completion_mask], axis=1)
+        return tokens, mask
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _apply(model: Any, params: Any, tokens: jax.Array, **kwargs: Any) -> Any:
+    """``model.apply`` without the value-head output (sampling never needs it)."""
+    out = model.apply(params, tokens, **kwargs)
+    if getattr(model.config, "value_head", False):
+        out = out[:-1]
+        return out[0] if len(out) == 1 else out
+    return out
+
+
+def _positions(mask: jax.Array) -> jax.Array:
+    """Left-padding-aware positions: the first real token of every row is position 0."""
+    return jnp.maximum(jnp.cumsum(mask.astype(jnp.int32), axis=-1) - 1, 0)
+
+
+def _project(hidden: jax.Array, head: jax.Array) -> jax.Array:
+    """Logits in float32 from final hidden states and the ``(hidden, vocab)`` head."""
+    return jnp.dot(hidden, head.astype(hidden.dtype), preferred_element_type=jnp.float32)
+
+
+def _repeat_rows(x: jax.Array, n: int, axis: int = 0) -> jax.Array:
+    return x if n == 1 else jnp.repeat(x, n, axis=axis)
+
+
+def _repeat_cache(cache: Any, n: int) -> Any:
+    """Repeat every batch row of a ``KVCache`` ``n`` times (prompt-major)."""
+    if n == 1:
+        return cache
+    return cache.replace(
+        k=_repeat_rows(cache.k, n, axis=1),
+        v=_repeat_rows(cache.v, n, axis=1),
+        mask=_repeat_rows(cache.mask, n, axis=0),
+    )
+
+
+def _as_eos_array(eos_id: int | Sequence[int] | None, vocab_size: int) -> np.ndarray:
+    if eos_id is None:
+        ids: list[int] = []
+    elif isinstance(eos_id, int | np.integer):
+        ids = [int(eos_id)]
+    else:
+        ids = [int(i) for i in eos_id]
+    for i in ids:
+        if not 0 <= i < vocab_size:
+            raise ValueError(f"eos_id {i} is outside the vocabulary [0, {vocab_size})")
+    return np.asarray(ids, dtype=np.int32)
+
+
+def _check_number(name: str, value: Any, *, low: float, high: float, low_open: bool) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {value!r}") from None
+    ok_low = v > low if low_open else v >= low
+    if not (math.isfinite(v) and ok_low and v <= high):
+        bracket = "(" if low_open else "["
+        raise ValueError(f"{name} must be in {bracket}{low}, {high}], got {value!r}")
+    return v
+
+
+# --------------------------------------------------------------------------- generate
+
+
+def generate(
+    model: Any,
+    params: Any,
+    prompt_tokens: jax.Array,
+    key: jax.Array,
+    *,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    eos_id: int | Sequence[int] | None = None,
+    prompt_mask: jax.Array | None = None,
+    num_samples: int = 1,
+    cache_len: int | None = None,
+    pad_id: int = 0,
+) -> SampleOutput:
+    """Sample ``num_samples`` completions of ``max_new_tokens`` for each prompt.
+
+    Args:
+      model: a ``jaxrl.lm.model.Transformer`` (hashable; a static jit argument).
+      params: its variables, as returned by ``model.init``.
+      prompt_tokens: (B, P) int32, LEFT-padded (see ``encode_batch_left_padded``).
+      key: PRNG key; the output is a deterministic function of it.
+      max_new_tokens: completion length (static).
+      temperature: 0 means greedy (argmax); otherwise logits are divided by it.
+      top_k / top_p: optional filters, combinable (top-k first, then nucleus).
+      eos_id: token id(s) that end a completion; ``None`` never stops early.
+      prompt_mask: (B, P) bool, True on real tokens; default all True.
+      num_samples: completions per prompt; rows are prompt-major groups.
+      cache_len: KV-cache length; default ``P + max_new_tokens`` (a fixed value
+        lets prompts of different lengths share one compiled program).
+      pad_id: token written after a row's first EOS.
+
+    Raises ValueError (before compiling) for bad arguments, naming the argument,
+    or when ``P + max_new_tokens`` exceeds ``cache_len`` or the model's
+    ``max_position_embeddings``.
+    """
+    config = model.config
+    prompt_tokens = jnp.asarray(prompt_tokens)
+    if prompt_tokens.ndim != 2:
+        raise ValueError(f"prompt_tokens must be (batch, prompt_len), got {prompt_tokens.shape}")
+    batch, prompt_len = prompt_tokens.shape
+    if prompt_len < 1 or batch < 1:
+        raise ValueError(f"prompt_tokens must be non-empty, got shape {prompt_tokens.shape}")
+    if prompt_mask is None:
+        prompt_mask = jnp.ones(prompt_tokens.shape, dtype=bool)
+    prompt_mask = jnp.asarray(prompt_mask, dtype=bool)
+    if prompt_mask.shape != prompt_tokens.shape:
+        raise ValueError(
+            f"prompt_mask shape {prompt_mask.shape} != prompt_tokens shape {prompt_tokens.shape}"
+        )
+    if not isinstance(max_new_tokens, int | np.integer) or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
+    if not isinstance(num_samples, int | np.integer) or num_samples < 1:
+        raise ValueError(f"num_samples must be a positive int, got {num_samples!r}")
+    temperature = _check_number("temperature", temperature, low=0.0, high=math.inf,
+                                low_open=False)
+    greedy = temperature == 0.0
+    if top_k is not None and (
+        not isinstance(top_k, int | np.integer) or not 1 <= top_k <= config.vocab_size
+    ):
+        raise ValueError(f"top_k must be an int in [1, {config.vocab_size}], got {top_k!r}")
+    if top_p is not None:
+        top_p = _check_number("top_p", top_p, low=0.0, high=1.0, low_open=True)
+        if top_p == 1.0:
+            top_p = None  # keeps everything: skip the sort
+    eos = _as_eos_array(eos_id, config.vocab_size)
+
+    needed = prompt_len + max_new_tokens
+    if cache_len is None:
+        cache_len = needed
+    if not isinstance(cache_len, int | np.integer) or needed > cache_len:
+        raise ValueError(
+            f"prompt_len + max_new_tokens = {prompt_len} + {max_new_tokens} = {needed} "
+            f"exceeds cache_len={cache_len}"
+        )
+    if needed > config.max_position_embeddings:
+        raise ValueError(
+            f"prompt_len + max_new_tokens = {prompt_len} + {max_new_tokens} = {needed} "
+            f"exceeds the model's max_position_embeddings={config.max_position_embeddings}"
+        )
+    return _generate(
+        model,
+        params,
+        prompt_tokens.astype(jnp.int32),
+        prompt_mask,
+        key,
+        jnp.float32(1.0 if greedy else temperature),
+        jnp.float32(1.0 if top_p is None else top_p),
+        jnp.asarray(eos),
+        jnp.int32(pad_id),
+        max_new_tokens=int(max_new_tokens),
+        top_k=None if top_k is None else int(top_k),
+        use_top_p=top_p is not None,
+        greedy=greedy,
+        num_samples=int(num_samples),
+        cache_len=int(cache_len),
+    )
+
+
+@functools.partial(
+    jax.jit,
+    static_argnames=(
+        "model", "max_new_tokens", "top_k", "use_top_p", "greedy", "num_samples", "cache_len",
+    ),
+)
+def _generate(
+    model: Any,
+    params: Any,
+    prompt_tokens: jax.Array,
+    prompt_mask: jax.Array,
+    key: jax.Array,
+    temperature: jax.Array,
+    top_p: jax.Array,
+    eos_ids: jax.Array,
+    pad_id: jax.Array,
+    *,
+    max_new_tokens: int,
+    top_k: int | None,
+    use_top_p: bool,
+    greedy: bool,
+    num_samples: int,
+    cache_len: int,
+) -> SampleOutput:
+    """The compiled sampler: prefill once per prompt, repeat, then decode.
+
+    Decoding is a ``while_loop`` rather than a ``scan`` so it exits as soon as
+    every row has emitted EOS (RL completions are often much shorter than
+    ``max_new_tokens``); outputs are preallocated and written in place.
+    """
+    batch, _ = prompt_tokens.shape
+    rows = batch * num_samples
+    head = lm_head_weight(params)
+
+    # Prefill: run the prompt once per *prompt* (not per sample) and keep only
+    # the last position's logits; all rows end at the last column (left padding).
+    positions = _positions(prompt_mask)
+    cache = init_cache(model.config, batch, cache_len)
+    hidden, cache = _apply(
+        model, params, prompt_tokens, positions=positions, attention_mask=prompt_mask,
+        cache=cache, return_hidden=True,
+    )
+    logits = _project(hidden[:, -1], head)
+    cache = _repeat_cache(cache, num_samples)
+    logits = _repeat_rows(logits, num_samples)
+    next_pos = _repeat_rows(positions[:, -1] + 1, num_samples)
+
+    def sample(t: jax.Array, logits: jax.Array) -> tuple[jax.Array, jax.Array]:
+        return sample_logits(
+            jax.random.fold_in(key, t), logits, temperature=temperature, top_k=top_k,
+            top_p=top_p if use_top_p else None, greedy=greedy,
+        )
+
+    def record(t, tok, lp, done, out):
+        """Write step ``t``; rows already done get pad / 0 / False."""
+        tokens, logprobs, mask = out
+        live = ~done
+        tok = jnp.where(live, tok, pad_id)
+        tokens = tokens.at[:, t].set(tok)
+        logprobs = logprobs.at[:, t].set(jnp.where(live, lp, 0.0))
+        mask = mask.at[:, t].set(live)
+        done = done | (live & jnp.any(tok[:, None] == eos_ids[None, :], axis=-1))
+        return tok, done, (tokens, logprobs, mask)
+
+    out = (
+        jnp.full((rows, max_new_tokens), pad_id, jnp.int32),
+        jnp.zeros((rows, max_new_tokens), jnp.float32),
+        jnp.zeros((rows, max_new_tokens), bool),
+    )
+    tok, lp = sample(jnp.int32(0), logits)
+    tok, done, out = record(0, tok, lp, jnp.zeros((rows,), bool), out)
+    step_mask = jnp.ones((rows, 1), bool)
+
+    def cond(state):
+        t, _, _, _, done, _ = state
+        return (t < max_new_tokens) & ~jnp.all(done)
+
+    def body(state):
+        t, tok, pos, cache, done, out = state
+        logits, cache = _apply(
+            model, params, tok[:, None], positions=pos[:, None], attention_mask=step_mask,
+            cache=cache,
+        )
+        new_tok, lp = sample(t, logits[:, -1])
+        new_tok, done, out = record(t, new_tok, lp, done, out)
+        return t + 1, new_tok, pos + 1, cache, done, out
+
+    state = (jnp.int32(1), tok, next_pos, cache, done, out)
+    _, _, _, _, done, (tokens, logprobs, mask) = lax.while_loop(cond, body, state)
+    return SampleOutput(
+        tokens=tokens,
+        logprobs=logprobs,
+        completion_mask=mask,
+        lengths=jnp.sum(mask, axis=-1, dtype=jnp.int32),
+        finished=done,
+        prompt_tokens=_repeat_rows(prompt_tokens, num_samples),
+        prompt_mask=_repeat_rows(prompt_mask, num_samples),
+    )
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+def token_logprobs(
+    model: Any,
+    params: Any,
+    tokens: jax.Array,
+    *,
+    attention_mask: jax.Array | None = None,
+    targets_start: int | None = None,
+    chunk_size: int = 512,
+    temperature: float | jax.Array = 1.0,
+    return_entropy: bool = False,
+) -> jax.Array | tuple[jax.Array, jax.Array]:
+    """Teacher-forced ``log p(tokens[:, t+1] | tokens[:, :t+1])``, shape (B, T-1).
+
+    Runs the model for final hidden states, then projects them onto the vocabulary
+    ``chunk_size`` tokens at a time (a rematerialised ``lax.map``), so peak memory
+    holds one ``(chunk_size, vocab)`` float32 block instead of ``(B, T, vocab)``
+    -- in the backward pass too. Differentiable in ``params``.
+
+    Args:
+      attention_mask: (B, T) bool, True on real tokens (left padding allowed).
+        Entries whose target is padding are 0.
+      targets_start: only score targets at positions >= this (static int), e.g.
+        the prompt length to score completions only; entries before are 0 and
+        their vocabulary projection is skipped.
+      temperature: logits are divided by it (module convention; match the
+        sampling temperature to reproduce ``generate``'s logprobs).
+      return_entropy: also return the per-token entropy of the (tempered)
+        next-token distribution, same shape and masking.
+    """
+    tokens = jnp.asarray(tokens)
+    if tokens.ndim != 2 or tokens.shape[1] < 2:
+        raise ValueError(f"tokens must be (batch, seq) with seq >= 2, got {tokens.shape}")
+    if not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
+    start = 1 if targets_start is None else int(targets_start)
+    if not 1 <= start < tokens.shape[1]:
+        raise ValueError(f"targets_start must be in [1, {tokens.shape[1]}), got {targets_start!r}")
+    if attention_mask is None:
+        attention_mask = jnp.ones(tokens.shape, dtype=bool)
+    lp, ent = _token_logprobs(
+        model, params, tokens.astype(jnp.int32), jnp.asarray(attention_mask, dtype=bool),
+        jnp.asarray(temperature, jnp.float32), start=start, chunk_size=chunk_size,
+        with_entropy=return_entropy,
+    )
+    return (lp, ent) if return_entropy else lp
+
+
+@functools.partial(jax.jit, static_argnames=("model", "start", "chunk_size", "with_entropy"))
+def _token_logprobs(
+    model: Any,
+    params: Any,
+    tokens: jax.Array,
+    mask: jax.Array,
+    temperature: jax.Array,
+    *,
+    start: int,
+    chunk_size: int,
+    with_entropy: bool,
+) -> tuple[jax.Array, jax.Array | None]:
+    """Jitted body of ``token_logprobs`` (targets at positions ``start..T-1``)."""
+    batch, seq = tokens.shape
+    hidden = _apply(
+        model, params, tokens, positions=_positions(mask), attention_mask=mask, return_hidden=True
+    )
+    head = lm_head_weight(params)
+    # Hidden state at t predicts token t+1: pair hidden[start-1:T-1] with tokens[start:T].
+    h = hidden[:, start - 1 : seq - 1].reshape(-1, hidden.shape[-1])
+    targets = tokens[:, start:].reshape(-1)
+    n = h.shape[0]
+    chunk = min(chunk_size, n)
+    pad = (-n) % chunk
+    h = jnp.pad(h, ((0, pad), (0, 0))).reshape(-1, chunk, h.shape[-1])
+    targets = jnp.pad(targets, (0, pad)).reshape(-1, chunk)
+
+    @jax.checkpoint
+    def score(args):
+        h_c, t_c = args
+        z = _project(h_c, head) / temperature  # (chunk, vocab) float32
+        lse = jax.nn.logsumexp(z, axis=-1)
+        lp = jnp.take_along_axis(z, t_c[:, None], axis=-1)[:, 0] - lse
+        if not with_entropy:
+            return lp, jnp.zeros_like(lp)
+        # H = logsumexp(z) - sum_v softmax(z)_v z_v
+        ent = lse - jnp.sum(jax.nn.softmax(z, axis=-1) * z, axis=-1)
+        return lp, ent
+
+    lp, ent = lax.map(score, (h, targets))
+    valid = mask[:, start:]
+
+    def unflatten(x: jax.Array) -> jax.Array:
+        x = x.reshape(-1)[:n].reshape(batch, seq - start)
+        x = jnp.where(valid, x, 0.0)
+        return jnp.pad(x, ((0, 0), (start - 1, 0)))
+
+    return unflatten(lp), (unflatten(ent) if with_entropy else None)

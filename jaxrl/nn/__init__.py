@@ -1,0 +1,6 @@
+"""Network building blocks shared by algorithms: MLPs, recurrent cores, distributions."""
+
+from .distributions import Categorical, DiagGaussian, TanhGaussian
+from .layers import MLP, ScannedGRU, orthogonal
+
+__all__ = ["MLP", "ScannedGRU", "orthogonal", "Categorical", "DiagGaussian", "TanhGaussian"]

@@ -1,0 +1,94 @@
+"""Action distributions as small pytrees: `sample`, `log_prob`, `entropy`, `mode`.
+
+Written here rather than taken from distrax/tfp to keep the dependency set to
+jax/flax/optax and because PPO needs only these three, each a few lines.
+Log-probabilities of multi-dimensional actions are summed over the last axis.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+@struct.dataclass
+class Categorical:
+    """Categorical over the last axis of `logits`."""
+
+    logits: jax.Array
+
+    def sample(self, key: jax.Array) -> jax.Array:
+        return jax.random.categorical(key, self.logits).astype(jnp.int32)
+
+    def log_prob(self, action: jax.Array) -> jax.Array:
+        logp = jax.nn.log_softmax(self.logits)
+        return jnp.take_along_axis(logp, action[..., None].astype(jnp.int32), axis=-1)[..., 0]
+
+    def entropy(self) -> jax.Array:
+        logp = jax.nn.log_softmax(self.logits)
+        return -jnp.sum(jnp.exp(logp) * logp, axis=-1)
+
+    def mode(self) -> jax.Array:
+        return jnp.argmax(self.logits, axis=-1).astype(jnp.int32)
+
+
+@struct.dataclass
+class DiagGaussian:
+    """Diagonal Gaussian; actions are the raw (unbounded) samples."""
+
+    mean: jax.Array
+    log_std: jax.Array
+
+    def sample(self, key: jax.Array) -> jax.Array:
+        noise = jax.random.normal(key, self.mean.shape, self.mean.dtype)
+        return self.mean + jnp.exp(self.log_std) * noise
+
+    def log_prob(self, action: jax.Array) -> jax.Array:
+        z = (action - self.mean) * jnp.exp(-self.log_std)
+        return jnp.sum(-0.5 * z**2 - self.log_std - 0.5 * _LOG_2PI, axis=-1)
+
+    def entropy(self) -> jax.Array:
+        log_std = jnp.broadcast_to(self.log_std, self.mean.shape)
+        return jnp.sum(log_std + 0.5 * (1.0 + _LOG_2PI), axis=-1)
+
+    def mode(self) -> jax.Array:
+        return self.mean
+
+
+@struct.dataclass
+class TanhGaussian:
+    """Gaussian squashed by tanh (Haarnoja et al. 2018, appendix C).
+
+    Samples and log-probabilities are expressed in the *pre-squash* variable
+    `u` so that PPO's stored actions give exact likelihood ratios: the
+    environment receives `tanh(u)` (see `squash`). `log_prob(u)` includes the
+    change-of-variables term `-sum log(1 - tanh(u)^2)`, computed stably as
+    `2 (log 2 - u - softplus(-2u))`. The entropy has no closed form; `entropy`
+    returns the Gaussian's, a standard surrogate for the entropy bonus.
+    """
+
+    mean: jax.Array
+    log_std: jax.Array
+
+    def sample(self, key: jax.Array) -> jax.Array:
+        return DiagGaussian(self.mean, self.log_std).sample(key)
+
+    def log_prob(self, u: jax.Array) -> jax.Array:
+        base = DiagGaussian(self.mean, self.log_std).log_prob(u)
+        log_det = jnp.sum(2.0 * (math.log(2.0) - u - jax.nn.softplus(-2.0 * u)), axis=-1)
+        return base - log_det
+
+    def entropy(self) -> jax.Array:
+        return DiagGaussian(self.mean, self.log_std).entropy()
+
+    def mode(self) -> jax.Array:
+        return self.mean
+
+    @staticmethod
+    def squash(u: jax.Array) -> jax.Array:
+        return jnp.tanh(u)

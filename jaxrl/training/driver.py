@@ -1,0 +1,421 @@
+"""The training driver: compiles chunks of updates and runs them, logging between.
+
+Data flow of one run:
+
+    config ──validate──> algorithm (static structure)
+    keys x sweep grid ──jit(vmap(init))──> state   (leading agent axis, sharded on the mesh)
+    repeat:  state ──jit(scan(vmap(update)), K updates)──> state, metrics (K, agents)
+             host: NaN check, metrics.jsonl, progress bar, checkpoint
+    summary.json
+
+Only the host loop is Python; each chunk of K updates is one compiled XLA
+program with no host synchronisation inside. Chunk boundaries depend only on
+the config (log and checkpoint intervals), so an interrupted and resumed run
+executes exactly the same sequence of programs as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import pathlib
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl import algorithms
+from jaxrl import config as cfg
+
+from . import mesh as mesh_lib
+from .checkpoint import Checkpointer, tree_fingerprint
+from .progress import Progress
+
+log = logging.getLogger(__name__)
+
+# Fraction of the final updates whose episodes define `final_return_mean`.
+FINAL_RETURN_WINDOW = 0.1
+
+
+class NaNLossError(FloatingPointError):
+    """The loss became NaN or infinite; the run stopped before saving that state."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """How to run an algorithm (not what it learns).
+
+    Attributes:
+        num_seeds: Independent agents per sweep point, trained in one program (vmap).
+        seed: Base seed; agent i of every sweep point uses `fold_in(key(seed), i)`.
+        sweep: Grid over sweepable hyperparameters, e.g. `{"lr": [1e-3, 3e-4]}`.
+        run_dir: Where config, metrics, checkpoints and summary go (None: nothing written).
+        checkpoint_every: Save every this many environment steps per agent (None: only at the end).
+        keep_checkpoints: How many recent checkpoints to keep.
+        resume: Continue from the latest intact checkpoint in `run_dir`.
+        log_every: Log metrics every this many environment steps per agent
+            (default: about 50 points over the run).
+        num_devices: Devices of the mesh (default: all).
+        progress: Show a progress bar.
+        tensorboard: Also write TensorBoard events (needs `tensorboardX`).
+    """
+
+    num_seeds: int = 1
+    seed: int = 0
+    sweep: Mapping[str, Sequence[float]] = dataclasses.field(default_factory=dict)
+    run_dir: str | None = None
+    checkpoint_every: int | None = None
+    keep_checkpoints: int = 3
+    resume: bool = False
+    log_every: int | None = None
+    num_devices: int | None = None
+    progress: bool = True
+    tensorboard: bool = False
+
+    def validate(self, sweepable: Sequence[str]) -> RunConfig:
+        cfg.check_positive(self, "num_seeds", "keep_checkpoints")
+        cfg.check(isinstance(self.seed, int) and self.seed >= 0, "seed", self.seed, "an integer >= 0")
+        for name in ("checkpoint_every", "log_every"):
+            value = getattr(self, name)
+            cfg.check(value is None or (isinstance(value, int) and value > 0), name, value, "a positive integer")
+        for name, values in self.sweep.items():
+            cfg.check(name in sweepable, "sweep", name, f"one of the sweepable hyperparameters {list(sweepable)}")
+            cfg.check(len(values) > 0, f"sweep {name}", values, "a non-empty list of values")
+        if self.resume:
+            cfg.check(self.run_dir is not None, "resume", self.resume, "used together with run_dir")
+        if self.checkpoint_every is not None:
+            cfg.check(self.run_dir is not None, "checkpoint_every", self.checkpoint_every, "used together with run_dir")
+        return self
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """What `train` returns: the final state, a metrics table and the summary."""
+
+    state: Any
+    metrics: list[dict[str, Any]]
+    summary: dict[str, Any]
+    algorithm: Any
+    run_dir: pathlib.Path | None
+
+    def returns(self) -> np.ndarray:
+        """Episode-return curve, shape (log points, agents)."""
+        return np.asarray([row["episode_return"] for row in self.metrics], dtype=np.float64)
+
+
+def train(algorithm: str, config: Any, run: RunConfig) -> TrainResult:
+    """Trains `algorithm` with `config` as described by `run`. See the module docstring."""
+    wall_start = time.perf_counter()
+    module = algorithms.get(algorithm)
+    config = config.validate()
+    run = run.validate(module.SWEEPABLE)
+    algo = module.make(config)
+    steps_per_update = config.num_envs * config.num_steps
+    num_updates = config.num_updates
+    grid = cfg.expand_grid(cfg.parse_sweep(run.sweep))
+    num_agents = len(grid) * run.num_seeds
+    chunk = _chunk_length(run, steps_per_update, num_updates)
+
+    run_dir = pathlib.Path(run.run_dir) if run.run_dir else None
+    is_main = jax.process_index() == 0
+    resolved = {"algorithm": algorithm, "config": cfg.to_dict(config), "run": _run_dict(run)}
+    if run_dir is not None:
+        _prepare_run_dir(run_dir, resolved, run.resume, is_main)
+
+    mesh = mesh_lib.make_mesh(run.num_devices)
+    keys = jnp.stack(
+        [jax.random.fold_in(jax.random.key(run.seed), i) for _ in grid for i in range(run.num_seeds)]
+    )
+    hparams = jax.tree.map(
+        lambda *xs: jnp.stack(xs), *[algo.hyperparams(**point) for point in grid for _ in range(run.num_seeds)]
+    )
+    abstract = jax.eval_shape(jax.vmap(algo.init), keys, hparams)
+    shardings = mesh_lib.state_sharding(abstract, mesh, num_agents, config.num_envs, algo.ENV_FIELDS)
+    init_fn = jax.jit(jax.vmap(algo.init), out_shardings=shardings)
+    state = init_fn(keys, hparams)
+
+    checkpointer = Checkpointer(run_dir / "checkpoints", run.keep_checkpoints) if run_dir else None
+    start_update = 0
+    if run.resume and checkpointer is not None:
+        restored = checkpointer.restore_latest(state)
+        if restored is not None:
+            start_update, state, _ = restored
+            log.info("resumed from update %d", start_update)
+        _truncate_metrics(run_dir, start_update, is_main)
+    history = _read_metrics(run_dir) if (run_dir and run.resume) else []
+
+    metrics_sharding = mesh_lib.replicated(mesh)
+
+    update_fn = jax.vmap(algo.update)
+    metrics_shape = jax.eval_shape(update_fn, abstract)[1]
+
+    def run_chunk(state, start):
+        """`chunk` updates from update number `start`; updates past the end are skipped.
+
+        Every call has the same length, so the whole run compiles once. The
+        skip is a real `lax.cond` on an unbatched scalar, so skipped updates
+        cost nothing; their metrics are zeros and dropped on the host.
+        """
+
+        def body(s, i):
+            def skip(s):
+                return s, jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), metrics_shape)
+
+            return jax.lax.cond(start + i < num_updates, update_fn, skip, s)
+
+        return jax.lax.scan(body, state, jnp.arange(chunk))
+
+    compile_seconds = 0.0
+    t0 = time.perf_counter()
+    chunk_fn = (
+        jax.jit(
+            run_chunk,
+            in_shardings=(shardings, metrics_sharding),
+            out_shardings=(shardings, metrics_sharding),
+            donate_argnums=0,
+        )
+        .lower(state, jnp.int32(0))
+        .compile()
+    )
+    compile_seconds += time.perf_counter() - t0
+
+    writer = _tensorboard_writer(run_dir, run.tensorboard) if is_main else None
+    progress = Progress(
+        total=num_updates * steps_per_update * num_agents,
+        initial=start_update * steps_per_update * num_agents,
+        enabled=run.progress and is_main,
+    )
+    per_update: list[dict[str, np.ndarray]] = []
+    train_seconds = 0.0
+    update = start_update
+    try:
+        while update < num_updates:
+            length = min(chunk, num_updates - update)
+            t0 = time.perf_counter()
+            new_state, metrics = chunk_fn(state, jnp.int32(update))
+            # Host sync: (length, agents) arrays, skipped updates dropped.
+            metrics = jax.tree.map(lambda x: np.asarray(x)[:length], metrics)
+            elapsed = time.perf_counter() - t0
+            _check_finite(metrics, update, steps_per_update)
+            state = new_state
+            train_seconds += elapsed
+            update += length
+            for i in range(length):
+                per_update.append({k: v[i] for k, v in metrics.items()})
+            row = _log_row(metrics, update, steps_per_update, num_agents * steps_per_update * length / elapsed, elapsed)
+            history.append(row)
+            if is_main and run_dir is not None:
+                with open(run_dir / "metrics.jsonl", "a") as f:
+                    f.write(json.dumps(row) + "\n")
+            if writer is not None:
+                _write_tensorboard(writer, row)
+            progress.update(num_agents * steps_per_update * length, row)
+            if checkpointer is not None and _should_checkpoint(run, update, steps_per_update, num_updates):
+                checkpointer.save(update, state, {"env_steps": update * steps_per_update})
+    finally:
+        progress.close()
+        if writer is not None:
+            writer.close()
+        if checkpointer is not None:
+            checkpointer.close()
+
+    summary = _summary(
+        algo, state, per_update, history, grid, run, num_agents,
+        steps_per_update, train_seconds, compile_seconds, time.perf_counter() - wall_start,
+    )
+    if is_main and run_dir is not None:
+        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return TrainResult(state=state, metrics=history, summary=summary, algorithm=algo, run_dir=run_dir)
+
+
+# ---------------------------------------------------------------------------- helpers
+def _chunk_length(run: RunConfig, steps_per_update: int, num_updates: int) -> int:
+    """Updates per compiled call: the log interval, aligned to checkpoints."""
+    log_every = run.log_every or max(steps_per_update, (num_updates * steps_per_update) // 50)
+    chunk = max(1, log_every // steps_per_update)
+    if run.checkpoint_every is not None:
+        ckpt = max(1, run.checkpoint_every // steps_per_update)
+        chunk = math.gcd(chunk, ckpt)
+    return min(chunk, num_updates)
+
+
+def _should_checkpoint(run: RunConfig, update: int, steps_per_update: int, num_updates: int) -> bool:
+    if update >= num_updates:
+        return True
+    if run.checkpoint_every is None:
+        return False
+    return update % max(1, run.checkpoint_every // steps_per_update) == 0
+
+
+def _check_finite(metrics: dict[str, np.ndarray], first_update: int, steps_per_update: int) -> None:
+    loss = metrics["loss"]  # (updates, agents)
+    bad = ~np.isfinite(loss)
+    if bad.any():
+        i, agent = np.argwhere(bad)[0]
+        update = first_update + int(i) + 1
+        raise NaNLossError(
+            f"loss is {loss[i, agent]} at update {update} (env step {update * steps_per_update} "
+            f"per agent), agent {agent}; the run stopped and the last good checkpoint is kept"
+        )
+
+
+def _log_row(metrics, update, steps_per_update, sps, elapsed) -> dict[str, Any]:
+    """One metrics.jsonl row: per-agent lists averaged over the chunk's updates."""
+    row: dict[str, Any] = {"update": update, "env_steps": update * steps_per_update, "steps_per_second": sps}
+    counts = metrics["episodes"].astype(np.float64)
+    for name, values in metrics.items():
+        if name == "episodes":
+            row[name] = values.sum(axis=0).astype(int).tolist()
+        elif name.startswith("episode_"):
+            total = (values * counts).sum(axis=0)
+            n = counts.sum(axis=0)
+            row[name] = [float(t / c) if c > 0 else None for t, c in zip(total, n, strict=True)]
+        else:
+            row[name] = [float(v) for v in values.mean(axis=0)]
+    row["seconds"] = elapsed
+    return row
+
+
+def _summary(algo, state, per_update, history, grid, run, num_agents, steps_per_update,
+             train_seconds, compile_seconds, wall_seconds) -> dict[str, Any]:
+    window = max(1, int(math.ceil(len(per_update) * FINAL_RETURN_WINDOW)))
+    final = _final_returns(per_update[-window:], num_agents)
+    if not per_update and history:  # resumed after the last update: use the logged rows
+        final = np.asarray([v if v is not None else np.nan for v in history[-1]["episode_return"]])
+    updates_run = len(per_update)
+    summary: dict[str, Any] = {
+        "final_return_mean": _nan_to_none(np.nanmean(final)) if final.size else None,
+        "final_return_std": _nan_to_none(np.nanstd(final)) if final.size else None,
+        "final_return_per_agent": [_nan_to_none(v) for v in final],
+        "steps_per_second": (updates_run * steps_per_update * num_agents / train_seconds) if train_seconds else None,
+        "compile_seconds": compile_seconds,
+        "wall_seconds": wall_seconds,
+        "train_seconds": train_seconds,
+        "params_fingerprint": tree_fingerprint(state.params),
+        "num_agents": num_agents,
+        "num_seeds": run.num_seeds,
+        "env_steps_per_agent": int(np.asarray(state.update_step).reshape(-1)[0]) * steps_per_update,
+        "num_devices": len(jax.devices()) if run.num_devices is None else run.num_devices,
+    }
+    if len(grid) > 1:
+        summary["sweep"] = [
+            {
+                **point,
+                "final_return_mean": _nan_to_none(np.nanmean(final[g * run.num_seeds:(g + 1) * run.num_seeds])),
+                "final_return_std": _nan_to_none(np.nanstd(final[g * run.num_seeds:(g + 1) * run.num_seeds])),
+            }
+            for g, point in enumerate(grid)
+        ]
+    return summary
+
+
+def _final_returns(rows: list[dict[str, np.ndarray]], num_agents: int) -> np.ndarray:
+    """Per agent: mean return of the episodes that ended in `rows` (episode-weighted)."""
+    if not rows:
+        return np.full((num_agents,), np.nan)
+    returns = np.stack([r["episode_return"] for r in rows]).astype(np.float64)
+    counts = np.stack([r["episodes"] for r in rows]).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        return (returns * counts).sum(0) / counts.sum(0)
+
+
+def _nan_to_none(x: Any) -> float | None:
+    x = float(x)
+    return None if math.isnan(x) else x
+
+
+def _run_dict(run: RunConfig) -> dict[str, Any]:
+    d = dataclasses.asdict(run)
+    d["sweep"] = {k: list(v) for k, v in run.sweep.items()}
+    return d
+
+
+# Fields of the run config that may differ between the original run and its resumption.
+_RESUME_MAY_DIFFER = {"resume", "progress", "num_devices", "tensorboard", "run_dir"}
+
+
+def _prepare_run_dir(run_dir: pathlib.Path, resolved: dict[str, Any], resume: bool, is_main: bool) -> None:
+    config_path = run_dir / "config.json"
+    if resume:
+        if not config_path.exists():
+            raise cfg.ConfigError(f"invalid resume=True: {run_dir} has no config.json to resume from")
+        saved = json.loads(config_path.read_text())
+        _check_same_config(saved, resolved)
+        return
+    if (run_dir / "checkpoints").exists() and any((run_dir / "checkpoints").iterdir()):
+        raise cfg.ConfigError(
+            f"invalid run_dir={str(run_dir)!r}: it already holds checkpoints; pass resume=True "
+            "(--resume) to continue that run, or choose another run_dir (nothing was deleted)"
+        )
+    if is_main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        for stale in ("metrics.jsonl", "summary.json"):
+            if (run_dir / stale).exists():
+                (run_dir / stale).unlink()
+        config_path.write_text(json.dumps(resolved, indent=2) + "\n")
+
+
+def _check_same_config(saved: dict[str, Any], resolved: dict[str, Any]) -> None:
+    diffs = []
+    if saved["algorithm"] != resolved["algorithm"]:
+        diffs.append(f"algorithm: {saved['algorithm']!r} != {resolved['algorithm']!r}")
+    for section in ("config", "run"):
+        for key, value in resolved[section].items():
+            if section == "run" and key in _RESUME_MAY_DIFFER:
+                continue
+            old = saved[section].get(key)
+            if json.loads(json.dumps(value)) != old:
+                diffs.append(f"{key}: saved {old!r}, now {value!r}")
+    if diffs:
+        raise cfg.ConfigError(
+            "cannot resume with a different config (results would not match an uninterrupted run): "
+            + "; ".join(diffs)
+        )
+
+
+def _truncate_metrics(run_dir: pathlib.Path, update: int, is_main: bool) -> None:
+    """Drops metrics rows logged after the checkpoint we resume from."""
+    path = run_dir / "metrics.jsonl"
+    if not is_main or not path.exists():
+        return
+    kept = [line for line in path.read_text().splitlines() if line and json.loads(line)["update"] <= update]
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(line + "\n" for line in kept))
+    shutil.move(tmp, path)
+
+
+def _read_metrics(run_dir: pathlib.Path) -> list[dict[str, Any]]:
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+
+def _tensorboard_writer(run_dir: pathlib.Path | None, enabled: bool):
+    if not enabled:
+        return None
+    if run_dir is None:
+        raise cfg.ConfigError("invalid tensorboard=True: needs run_dir to write events into")
+    try:
+        from tensorboardX import SummaryWriter
+    except ImportError as err:
+        raise cfg.ConfigError(
+            "invalid tensorboard=True: TensorBoard logging needs tensorboardX (pip install tensorboardX)"
+        ) from err
+    return SummaryWriter(str(run_dir / "tensorboard"))
+
+
+def _write_tensorboard(writer, row: dict[str, Any]) -> None:
+    step = row["env_steps"]
+    for name, values in row.items():
+        if isinstance(values, list):
+            vals = [v for v in values if v is not None]
+            if vals:
+                writer.add_scalar(name, float(np.mean(vals)), step)
+    writer.add_scalar("steps_per_second", row["steps_per_second"], step)

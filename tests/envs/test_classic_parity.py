@@ -1,0 +1,286 @@
+"""Step-for-step parity of the classic control environments with gymnasium.
+
+For each environment, 5 episodes (seeds 0-4) are played in gymnasium
+(`gymnasium.make`, so its `TimeLimit` is included) with a fixed action
+sequence: seeds 0-1 act uniformly at random, seeds 2-4 follow a simple
+controller with 25% random actions, so that every environment that can
+terminate both terminates and hits the time limit. Continuous actions are
+drawn from 1.5x the action range to exercise the clipping. Before every step
+gymnasium's internal state (and elapsed-step count) is recorded.
+
+Two comparisons, both within 1e-4:
+
+* one-step (every step of every episode, including the truncation step): our
+  `step` is applied to gymnasium's recorded state *re-synced before each step*
+  (converted to float32), and observation, reward, terminated, truncated and
+  the next physical state are compared. Re-syncing is needed because CartPole
+  under control, Acrobot and Pendulum are chaotic: float32 and float64
+  trajectories drift apart after ~100 steps.
+* free-running: our environment is rolled out alone from the synced reset
+  state with the same actions, and compared with gymnasium's trajectory for
+  `FREE_RUN_HORIZON` steps (whole episodes for the non-chaotic mountain cars).
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+from jaxrl import envs
+from jaxrl.envs import spaces
+from jaxrl.envs.classic import (
+    AcrobotState,
+    CartPoleState,
+    ContinuousMountainCarState,
+    MountainCarState,
+    PendulumState,
+)
+
+gym = pytest.importorskip("gymnasium")
+
+ENV_IDS = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Pendulum-v1"]
+SEEDS = range(5)
+ATOL = 1e-4
+# Steps compared in the free-running rollout (None = whole episode); measured
+# float32/float64 divergence passes 1e-4 after ~120 (CartPole), ~140 (Acrobot)
+# and ~150 (Pendulum) steps, never for the mountain cars.
+FREE_RUN_HORIZON = {
+    "CartPole-v1": 60,
+    "Acrobot-v1": 60,
+    "MountainCar-v0": None,
+    "MountainCarContinuous-v0": None,
+    "Pendulum-v1": 60,
+}
+
+# Our state class and its physical fields, in the order of gymnasium's `state`.
+STATE_LAYOUT: dict[str, tuple[type, tuple[str, ...]]] = {
+    "CartPole-v1": (CartPoleState, ("x", "x_dot", "theta", "theta_dot")),
+    "Acrobot-v1": (AcrobotState, ("joint_angle1", "joint_angle2", "velocity_1", "velocity_2")),
+    "MountainCar-v0": (MountainCarState, ("position", "velocity")),
+    "MountainCarContinuous-v0": (ContinuousMountainCarState, ("position", "velocity")),
+    "Pendulum-v1": (PendulumState, ("theta", "theta_dot")),
+}
+
+# gymnasium's reset distribution: each state variable ~ U(low, high).
+RESET_BOUNDS = {
+    "CartPole-v1": [(-0.05, 0.05)] * 4,
+    "Acrobot-v1": [(-0.1, 0.1)] * 4,
+    "MountainCar-v0": [(-0.6, -0.4), (0.0, 0.0)],
+    "MountainCarContinuous-v0": [(-0.6, -0.4), (0.0, 0.0)],
+    "Pendulum-v1": [(-np.pi, np.pi), (-1.0, 1.0)],
+}
+
+
+# ------------------------------------------------------------------ converters
+def gym_state_vector(env_id: str, gym_env: Any) -> np.ndarray:
+    """gymnasium's internal physical state as a float64 vector."""
+    return np.asarray(gym_env.unwrapped.state, np.float64).reshape(-1)
+
+
+def to_our_state(env_id: str, gym_env: Any) -> Any:
+    """Converts gymnasium's internal state (and elapsed steps) into our state."""
+    cls, fields = STATE_LAYOUT[env_id]
+    vector = gym_state_vector(env_id, gym_env)
+    values = {f: np.float32(v) for f, v in zip(fields, vector, strict=True)}
+    if env_id == "Pendulum-v1":
+        last_u = gym_env.unwrapped.last_u
+        values["last_u"] = np.float32(0.0 if last_u is None else last_u)
+    return cls(**values, time=np.int32(gym_env._elapsed_steps))
+
+
+def our_state_vector(env_id: str, state: Any) -> np.ndarray:
+    """Our state's physical fields, stacked on the last axis (batched or not)."""
+    return np.stack([np.asarray(getattr(state, f)) for f in STATE_LAYOUT[env_id][1]], axis=-1)
+
+
+# ------------------------------------------------------------------ recording
+def controller(env_id: str, obs: np.ndarray) -> Any:
+    """A simple policy that reaches the goal (or balances), to exercise termination."""
+    if env_id == "CartPole-v1":
+        return int(obs[2] + 0.5 * obs[3] > 0)
+    if env_id == "Acrobot-v1":
+        return 2 if obs[5] > 0 else 0  # torque along the elbow's velocity pumps energy
+    if env_id == "MountainCar-v0":
+        return 2 if obs[1] >= 0 else 0
+    if env_id == "MountainCarContinuous-v0":
+        return np.array([1.0 if obs[1] >= 0 else -1.0], np.float32)
+    return np.zeros((1,), np.float32)
+
+
+def random_action(space: spaces.Space, rng: np.random.Generator) -> Any:
+    if isinstance(space, spaces.Discrete):
+        return int(rng.integers(space.n))
+    return rng.uniform(1.5 * space.low, 1.5 * space.high).astype(np.float32)
+
+
+@functools.cache
+def record_episode(env_id: str, seed: int) -> dict[str, Any]:
+    """Plays one gymnasium episode; returns per-step states, actions and outputs."""
+    env, params = envs.make(env_id)
+    rng = np.random.default_rng(seed)
+    epsilon = 1.0 if seed < 2 else 0.25
+    gym_env = gym.make(env_id)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # gymnasium warns about out-of-range actions
+        obs, _ = gym_env.reset(seed=seed)
+        rec: dict[str, list] = {k: [] for k in ("state", "action", "obs", "reward", "term", "trunc", "next")}
+        reset_obs, initial_state = obs, to_our_state(env_id, gym_env)
+        done = False
+        while not done:
+            rec["state"].append(to_our_state(env_id, gym_env))
+            if rng.random() < epsilon:
+                action = random_action(env.action_space(params), rng)
+            else:
+                action = controller(env_id, obs)
+            obs, reward, terminated, truncated, _ = gym_env.step(action)
+            done = terminated or truncated
+            rec["action"].append(np.asarray(action))
+            rec["obs"].append(obs)
+            rec["reward"].append(reward)
+            rec["term"].append(terminated)
+            rec["trunc"].append(truncated)
+            rec["next"].append(gym_state_vector(env_id, gym_env))
+    out = {k: np.stack(v) for k, v in rec.items() if k != "state"}
+    out["state"] = rec["state"]
+    out["reset_obs"], out["initial_state"], out["length"] = reset_obs, initial_state, len(rec["obs"])
+    return out
+
+
+def pad_to(x: np.ndarray, n: int) -> np.ndarray:
+    """Pads the leading axis to `n` by repeating the last entry (keeps shapes static)."""
+    return np.concatenate([x, np.repeat(x[-1:], n - len(x), axis=0)]) if len(x) < n else x
+
+
+# ------------------------------------------------------------------ our side
+@functools.cache
+def compiled(env_id: str) -> tuple[Any, Any, Any, Any]:
+    """`(env, params, batched_step, rollout)`, jitted once per environment."""
+    env, params = envs.make(env_id)
+    key = jax.random.key(0)
+
+    @jax.jit
+    def batched_step(states: Any, actions: jax.Array) -> Any:
+        return jax.vmap(lambda s, a: env.step(key, s, a, params))(states, actions)
+
+    @jax.jit
+    def rollout(state: Any, actions: jax.Array) -> Any:
+        def body(s: Any, a: jax.Array) -> tuple[Any, Any]:
+            _, s, reward, terminated, truncated, info = env.step(key, s, a, params)
+            return s, (info["final_observation"], reward, terminated, truncated)
+
+        return jax.lax.scan(body, state, actions)[1]
+
+    return env, params, batched_step, rollout
+
+
+def assert_close(name: str, ours: Any, theirs: Any, where: str) -> None:
+    ours, theirs = np.asarray(ours, np.float64), np.asarray(theirs, np.float64)
+    if not np.allclose(ours, theirs, rtol=0.0, atol=ATOL):
+        err = np.abs(ours - theirs).reshape(len(ours), -1).max(axis=1)
+        step = int(np.argmax(err > ATOL))
+        raise AssertionError(
+            f"{where}: {name} differs first at step {step} (|diff| = {err[step]:.3g}): "
+            f"ours {ours[step]}, gymnasium {theirs[step]}"
+        )
+
+
+# ------------------------------------------------------------------ tests
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_one_step_parity_from_synced_state(env_id: str) -> None:
+    env, params, batched_step, _ = compiled(env_id)
+    horizon = params.max_steps_in_episode
+    outcomes = set()
+    for seed in SEEDS:
+        ep = record_episode(env_id, seed)
+        n, where = ep["length"], f"{env_id} seed {seed}"
+        assert_close("reset obs", env.get_obs(ep["initial_state"])[None], ep["reset_obs"][None], where)
+        states = jax.tree.map(lambda *xs: pad_to(np.stack(xs), horizon), *ep["state"])
+        actions = jnp.asarray(pad_to(ep["action"], horizon))
+        _, next_state, reward, terminated, truncated, info = batched_step(states, actions)
+        assert_close("observation", info["final_observation"][:n], ep["obs"], where)
+        assert_close("reward", reward[:n], ep["reward"], where)
+        np.testing.assert_array_equal(terminated[:n], ep["term"], err_msg=f"{where}: terminated")
+        np.testing.assert_array_equal(truncated[:n], ep["trunc"], err_msg=f"{where}: truncated")
+        # Physical state after every step that did not end the episode (ours auto-resets).
+        live = ~(ep["term"] | ep["trunc"])
+        ours = our_state_vector(env_id, next_state)[:n][live]
+        assert_close("next state", ours, ep["next"][live], where)
+        times = np.asarray([int(s.time) for s in ep["state"]])
+        np.testing.assert_array_equal(np.asarray(next_state.time)[:n][live], times[live] + 1)
+        outcomes.add("truncated" if ep["trunc"][-1] and not ep["term"][-1] else "terminated")
+        if ep["trunc"][-1]:
+            assert n == horizon, f"{where}: gymnasium truncated at {n}, expected {horizon}"
+    # The episodes must cover the time limit and (where possible) termination.
+    expected = {"truncated"} if env_id == "Pendulum-v1" else {"truncated", "terminated"}
+    assert outcomes == expected, f"{env_id}: episodes ended by {outcomes}, need {expected}"
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_free_running_parity(env_id: str) -> None:
+    _, params, _, rollout = compiled(env_id)
+    horizon = params.max_steps_in_episode
+    for seed in SEEDS:
+        ep = record_episode(env_id, seed)
+        n = ep["length"] if FREE_RUN_HORIZON[env_id] is None else min(ep["length"], FREE_RUN_HORIZON[env_id])
+        where = f"{env_id} seed {seed} (free-running, {n} steps)"
+        obs, reward, terminated, truncated = rollout(
+            ep["initial_state"], jnp.asarray(pad_to(ep["action"], horizon))
+        )
+        assert_close("observation", obs[:n], ep["obs"][:n], where)
+        assert_close("reward", reward[:n], ep["reward"][:n], where)
+        np.testing.assert_array_equal(terminated[:n], ep["term"][:n], err_msg=where)
+        np.testing.assert_array_equal(truncated[:n], ep["trunc"][:n], err_msg=where)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_reset_distribution(env_id: str) -> None:
+    """Both resets are uniform on gymnasium's documented box (bounds + KS test)."""
+    env, params, _, _ = compiled(env_id)
+    _, states = jax.jit(jax.vmap(lambda k: env.reset(k, params)))(
+        jax.random.split(jax.random.key(123), 2000)
+    )
+    ours = our_state_vector(env_id, states)
+    gym_env = gym.make(env_id)
+    theirs = []
+    for seed in range(1000):
+        gym_env.reset(seed=seed)
+        theirs.append(gym_state_vector(env_id, gym_env))
+    theirs = np.stack(theirs)
+    assert np.all(np.asarray(states.time) == 0)
+    for i, (low, high) in enumerate(RESET_BOUNDS[env_id]):
+        name = STATE_LAYOUT[env_id][1][i]
+        for label, x in (("ours", ours[:, i]), ("gymnasium", theirs[:, i])):
+            assert low - 1e-6 <= x.min() and x.max() <= high + 1e-6, f"{label} {name} out of bounds"
+        if low == high:
+            np.testing.assert_array_equal(ours[:, i], low)
+            continue
+        width = high - low
+        assert ours[:, i].min() < low + 0.01 * width and ours[:, i].max() > high - 0.01 * width
+        p_value = stats.ks_2samp(ours[:, i], theirs[:, i]).pvalue
+        assert p_value > 1e-3, f"{env_id} {name}: reset distributions differ (KS p = {p_value:.2g})"
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_spaces_match_gymnasium(env_id: str) -> None:
+    env, params, _, _ = compiled(env_id)
+    gym_env = gym.make(env_id)
+    obs_space = env.observation_space(params)
+    big = np.finfo(np.float32).max  # our stand-in for gymnasium's infinite bounds
+    np.testing.assert_allclose(obs_space.low, np.nan_to_num(gym_env.observation_space.low, neginf=-big))
+    np.testing.assert_allclose(obs_space.high, np.nan_to_num(gym_env.observation_space.high, posinf=big))
+    assert obs_space.dtype == gym_env.observation_space.dtype
+    action_space = env.action_space(params)
+    if isinstance(action_space, spaces.Discrete):
+        assert action_space.n == gym_env.action_space.n
+    else:
+        np.testing.assert_array_equal(action_space.low, gym_env.action_space.low)
+        np.testing.assert_array_equal(action_space.high, gym_env.action_space.high)
+        assert action_space.shape == gym_env.action_space.shape
+    assert params.max_steps_in_episode == gym_env.spec.max_episode_steps

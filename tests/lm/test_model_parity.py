@@ -1,0 +1,203 @@
+"""The JAX Transformer reproduces Hugging Face transformers' logits, and its cache/padding
+paths reproduce its own full forward pass.
+
+Fixtures (tests/lm/fixtures/<family>/) come from make_fixtures.py: tiny random HF models
+plus `tokens.npy` and HF's float32 `reference_logits.npy`, so no torch is needed here.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxrl.lm import ModelConfig, Transformer, from_pretrained, init_cache, lm_head_weight
+
+FIXTURES = Path(__file__).parent / "fixtures"
+FAMILIES = ["llama", "qwen2", "qwen3"]
+
+
+@functools.cache
+def _load(family: str, dtype: str = "float32"):
+    return from_pretrained(FIXTURES / family, dtype=dtype)
+
+
+def _fixture(family: str) -> tuple[np.ndarray, np.ndarray]:
+    d = FIXTURES / family
+    return np.load(d / "tokens.npy"), np.load(d / "reference_logits.npy")
+
+
+def _rel_err(a, b) -> float:
+    """max |a - b| / max |b|: relative to the logits' scale, robust to near-zero entries."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.abs(a - b).max() / np.abs(b).max())
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_logits_match_hf_reference(family: str) -> None:
+    model, params = _load(family)
+    tokens, ref = _fixture(family)
+    logits = model.apply(params, jnp.asarray(tokens))
+    assert logits.dtype == jnp.float32 and logits.shape == ref.shape
+    assert _rel_err(logits, ref) < 1e-4
+
+
+def test_fixture_configs_cover_the_features() -> None:
+    cfgs = {f: _load(f)[0].config for f in FAMILIES}
+    assert cfgs["llama"].rope_scaling_dict()["rope_type"] == "llama3"
+    assert cfgs["qwen2"].tie_word_embeddings and cfgs["qwen2"].attention_bias
+    assert cfgs["qwen3"].qk_norm and cfgs["qwen3"].head_dim == 32
+    assert all(c.rope_theta != 10000.0 for c in cfgs.values())
+    assert all(c.num_key_value_heads < c.num_attention_heads for c in cfgs.values())
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_cached_decoding_matches_full_forward(family: str) -> None:
+    model, params = _load(family)
+    tokens = jnp.asarray(_fixture(family)[0])
+    full = model.apply(params, tokens)
+    step = jax.jit(lambda p, t, c: model.apply(p, t, cache=c))
+    cache = init_cache(model.config, tokens.shape[0], 16)
+    logits, cache = step(params, tokens[:, :5], cache)  # prefill
+    outs = [logits]
+    for t in range(5, tokens.shape[1]):  # then one token at a time
+        logits, cache = step(params, tokens[:, t : t + 1], cache)
+        outs.append(logits)
+    assert int(cache.index) == tokens.shape[1]
+    assert _rel_err(jnp.concatenate(outs, axis=1), full) < 1e-5
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_left_padding_matches_unpadded_sequences(family: str) -> None:
+    model, params = _load(family)
+    tokens = _fixture(family)[0]
+    lengths = [tokens.shape[1], 7]
+    seqs = [tokens[0], tokens[1, :7]]
+    width = max(lengths)
+    padded = np.zeros((2, width), np.int32)
+    mask = np.zeros((2, width), bool)
+    for i, s in enumerate(seqs):
+        padded[i, width - len(s) :] = s
+        mask[i, width - len(s) :] = True
+    batch_logits = model.apply(params, jnp.asarray(padded), attention_mask=jnp.asarray(mask))
+    for i, s in enumerate(seqs):
+        alone = model.apply(params, jnp.asarray(s)[None])[0]
+        assert _rel_err(batch_logits[i, width - len(s) :], alone) < 1e-5
+
+    # Same through the cache: padded prefill, then two decode steps.
+    cache = init_cache(model.config, 2, width + 2)
+    _, cache = model.apply(
+        params, jnp.asarray(padded), attention_mask=jnp.asarray(mask), cache=cache
+    )
+    nxt = np.array([[3], [5]], np.int32)
+    step_logits, cache = model.apply(params, jnp.asarray(nxt), cache=cache)
+    for i, s in enumerate(seqs):
+        alone = model.apply(params, jnp.asarray(np.append(s, nxt[i]))[None])[0, -1]
+        assert _rel_err(step_logits[i, -1], alone) < 1e-5
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_bfloat16_compute_is_close(family: str) -> None:
+    model, params = _load(family, "bfloat16")
+    tokens, ref = _fixture(family)
+    assert model.config.dtype == "bfloat16"
+    assert all(x.dtype == jnp.float32 for x in jax.tree.leaves(params))  # params stay f32
+    logits = model.apply(params, jnp.asarray(tokens))
+    assert logits.dtype == jnp.float32 and np.isfinite(np.asarray(logits)).all()
+    assert _rel_err(logits, ref) < 0.08
+    assert (np.asarray(logits).argmax(-1) == ref.argmax(-1)).mean() > 0.85
+    cache = init_cache(model.config, 2, 16)
+    assert cache.k.dtype == jnp.bfloat16
+    _, cache = model.apply(params, jnp.asarray(tokens), cache=cache)
+
+
+def test_return_hidden_and_lm_head_weight() -> None:
+    for family in ("qwen2", "qwen3"):  # tied and untied
+        model, params = _load(family)
+        tokens = jnp.asarray(_fixture(family)[0])
+        hidden = model.apply(params, tokens, return_hidden=True)
+        assert hidden.shape == (*tokens.shape, model.config.hidden_size)
+        w = lm_head_weight(params)
+        assert w.shape == (model.config.hidden_size, model.config.vocab_size)
+        np.testing.assert_allclose(hidden @ w, model.apply(params, tokens), atol=1e-5)
+
+
+def test_explicit_positions_equal_default_and_shift_matters() -> None:
+    model, params = _load("qwen3")
+    tokens = jnp.asarray(_fixture("qwen3")[0])
+    pos = jnp.broadcast_to(jnp.arange(tokens.shape[1]), tokens.shape)
+    np.testing.assert_array_equal(
+        model.apply(params, tokens, positions=pos), model.apply(params, tokens)
+    )
+    shifted = model.apply(params, tokens, positions=pos + 3)
+    assert not np.allclose(shifted, model.apply(params, tokens), atol=1e-3)
+
+
+def test_value_head_outputs() -> None:
+    model, params = from_pretrained(FIXTURES / "qwen2", value_head=True)
+    tokens = jnp.asarray(_fixture("qwen2")[0])
+    logits, values = model.apply(params, tokens)
+    assert values.shape == tokens.shape and values.dtype == jnp.float32
+    np.testing.assert_array_equal(values, 0.0)  # fresh head on a base LM starts at V = 0
+    np.testing.assert_allclose(logits, _load("qwen2")[0].apply(_load("qwen2")[1], tokens))
+    cache = init_cache(model.config, 2, 16)
+    logits_c, cache, values_c = model.apply(params, tokens, cache=cache)
+    assert values_c.shape == tokens.shape and int(cache.index) == tokens.shape[1]
+
+
+def test_jit_vmap_and_remat() -> None:
+    model, params = _load("llama")
+    tokens = jnp.asarray(_fixture("llama")[0])
+    full = model.apply(params, tokens)
+    per_row = jax.jit(jax.vmap(lambda t: model.apply(params, t[None])[0]))(tokens)
+    np.testing.assert_allclose(per_row, full, atol=1e-5)
+
+    remat = Transformer(model.config, remat=True)
+    loss = lambda m: lambda p: jnp.mean(jax.nn.log_softmax(m.apply(p, tokens))[..., 0])
+    g_plain = jax.grad(loss(model))(params)
+    g_remat = jax.jit(jax.grad(loss(remat)))(params)
+    for a, b in zip(jax.tree.leaves(g_plain), jax.tree.leaves(g_remat), strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_unsupported_architecture_lists_supported() -> None:
+    with pytest.raises(ValueError, match="supported: llama, qwen2, qwen3"):
+        ModelConfig.from_hf({"model_type": "gpt2", "vocab_size": 10})
+
+
+@pytest.mark.optional
+@pytest.mark.parametrize("family", FAMILIES)
+def test_live_against_transformers(family: str, tmp_path: Path) -> None:
+    """Re-run HF on fresh tokens (incl. a left-padded batch), and load our export in HF."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from jaxrl.lm import save_pretrained
+
+    hf = transformers.AutoModelForCausalLM.from_pretrained(
+        FIXTURES / family, torch_dtype=torch.float32, attn_implementation="eager"
+    ).eval()
+    model, params = _load(family)
+    rng = np.random.default_rng(1)
+    tokens = rng.integers(0, 256, (3, 20)).astype(np.int64)
+    mask = np.ones_like(tokens)
+    mask[0, :6] = 0  # left padding; HF positions = cumsum(mask) - 1 as in generate()
+    pos = np.clip(mask.cumsum(-1) - 1, 0, None)
+    with torch.no_grad():
+        ref = hf(
+            input_ids=torch.from_numpy(tokens),
+            attention_mask=torch.from_numpy(mask),
+            position_ids=torch.from_numpy(pos),
+        ).logits.numpy()
+    ours = model.apply(params, jnp.asarray(tokens, jnp.int32), attention_mask=jnp.asarray(mask))
+    real = mask.astype(bool)
+    assert _rel_err(np.asarray(ours)[real], ref[real]) < 1e-4
+
+    save_pretrained(tmp_path, model.config, params, max_shard_bytes=100_000)  # sharded export
+    hf2 = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, torch_dtype=torch.float32)
+    with torch.no_grad():
+        ref2 = hf2(input_ids=torch.from_numpy(tokens[1:])).logits.numpy()
+    assert _rel_err(ref2, ref[1:]) < 1e-5

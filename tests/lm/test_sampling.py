@@ -1,0 +1,347 @@
+"""Tests for jaxrl.lm.sampling: logit filters, generate and token_logprobs.
+
+Tiny random Llama-style models are built in the test (nothing downloaded). Their
+weights are scaled up from the default init so logits are well separated and
+greedy ties (which would make cached vs uncached comparisons flaky) do not occur.
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxrl.lm import sampling
+from jaxrl.lm.config import ModelConfig
+from jaxrl.lm.model import Transformer
+from jaxrl.lm.sampling import (
+    generate,
+    sample_logits,
+    token_logprobs,
+    top_k_filter,
+    top_p_filter,
+)
+
+VOCAB = 32
+
+
+def _config(**overrides):
+    fields = dict(
+        model_type="llama", vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+        rope_theta=10000.0, rms_norm_eps=1e-6, max_position_embeddings=64,
+        tie_word_embeddings=False, attention_bias=False, qk_norm=False,
+    )
+    fields.update(overrides)
+    return ModelConfig(**fields)
+
+
+def _build(config, seed=0):
+    model = Transformer(config)
+    params = model.init(jax.random.key(seed), jnp.zeros((1, 4), jnp.int32))
+    # 0.02-std init gives near-uniform logits; scale matrices up to separate them.
+    params = jax.tree_util.tree_map_with_path(
+        lambda path, x: x * 15.0 if path[-1].key in ("kernel", "embedding") else x, params
+    )
+    return model, params
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return _build(_config())
+
+
+@pytest.fixture(scope="module")
+def prompts():
+    """Three left-padded prompts of lengths 5, 2 and 4 (P = 5)."""
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(3, VOCAB, size=(3, 5)).astype(np.int32)
+    mask = np.array([[1, 1, 1, 1, 1], [0, 0, 0, 1, 1], [0, 1, 1, 1, 1]], dtype=bool)
+    tokens[~mask] = 0
+    return jnp.asarray(tokens), jnp.asarray(mask)
+
+
+def _naive_greedy(model, params, tokens, mask, steps, eos_id=None):
+    """Greedy decoding by re-running the full uncached forward on the growing sequence.
+
+    Uses one fixed-size buffer (future slots are zeros; causality hides them) so the
+    forward compiles once.
+    """
+    b, p = tokens.shape
+    buf = jnp.concatenate([tokens, jnp.zeros((b, steps), jnp.int32)], axis=1)
+    full_mask = jnp.concatenate([mask, jnp.ones((b, steps), bool)], axis=1)
+    forward = jax.jit(lambda t: model.apply(params, t, attention_mask=full_mask))
+    for t in range(steps):
+        nxt = jnp.argmax(forward(buf)[:, p + t - 1], axis=-1).astype(jnp.int32)
+        buf = buf.at[:, p + t].set(nxt)
+    out = np.array(buf[:, p:])
+    comp_mask = np.ones_like(out, dtype=bool)
+    if eos_id is not None:
+        for row in range(b):
+            hits = np.flatnonzero(out[row] == eos_id)
+            if hits.size:
+                comp_mask[row, hits[0] + 1 :] = False
+                out[row, hits[0] + 1 :] = 0
+    return out, comp_mask
+
+
+@functools.partial(jax.jit, static_argnames="model")
+def _naive_logprobs(model, params, tokens, mask, temperature=1.0):
+    """log p(tokens[:, t+1] | prefix) and entropy from the full float32 logits."""
+    logits = model.apply(params, tokens, attention_mask=mask)[:, :-1] / temperature
+    logp = jax.nn.log_softmax(logits, axis=-1)
+    lp = jnp.take_along_axis(logp, tokens[:, 1:, None], axis=-1)[..., 0]
+    ent = -jnp.sum(jnp.exp(logp) * logp, axis=-1)
+    valid = mask[:, 1:]
+    return jnp.where(valid, lp, 0.0), jnp.where(valid, ent, 0.0)
+
+
+# --------------------------------------------------------------------------- filters
+
+
+def test_top_k_filter_keeps_k_largest():
+    logits = jnp.array([[0.1, 3.0, -1.0, 2.0, 0.5], [5.0, 4.0, 3.0, 2.0, 1.0]])
+    out = top_k_filter(logits, 2)
+    np.testing.assert_array_equal(np.isfinite(out), [[0, 1, 0, 1, 0], [1, 1, 0, 0, 0]])
+    np.testing.assert_array_equal(out[np.isfinite(out)], logits[np.isfinite(out)])
+
+
+@pytest.mark.parametrize(
+    "p, kept",
+    [
+        (0.3, {0}),  # the top token alone already reaches p
+        (0.55, {0, 3}),  # 0.5 < 0.55: the token crossing the threshold (0.2) is kept
+        (0.75, {0, 3, 1}),  # 0.5 + 0.2 < 0.75 -> add 0.15 (mass 0.85)
+        (0.9, {0, 3, 1, 4}),
+        (1.0, {0, 1, 2, 3, 4}),
+    ],
+)
+def test_top_p_filter_keeps_nucleus(p, kept):
+    probs = np.array([0.5, 0.15, 0.05, 0.2, 0.1])
+    logits = jnp.log(jnp.asarray(probs))[None].repeat(2, axis=0) + jnp.array([[0.0], [3.0]])
+    out = np.asarray(top_p_filter(logits, p))
+    for row in out:
+        assert set(np.flatnonzero(np.isfinite(row)).tolist()) == kept
+
+
+def test_sample_logits_greedy_and_logprob_convention():
+    logits = jax.random.normal(jax.random.key(0), (4, 7)) * 3
+    tok, lp = sample_logits(jax.random.key(1), logits, greedy=True)
+    np.testing.assert_array_equal(tok, jnp.argmax(logits, -1))
+    ref = jnp.take_along_axis(jax.nn.log_softmax(logits), tok[:, None], -1)[:, 0]
+    np.testing.assert_allclose(lp, ref, rtol=1e-6, atol=1e-6)
+    # Sampled with temperature and filters: log-prob is the full tempered log-softmax.
+    tok, lp = sample_logits(jax.random.key(2), logits, temperature=0.5, top_k=3, top_p=0.8)
+    ref = jnp.take_along_axis(jax.nn.log_softmax(logits / 0.5), tok[:, None], -1)[:, 0]
+    np.testing.assert_allclose(lp, ref, rtol=1e-6, atol=1e-6)
+
+
+def _expected_probs(base, temperature=1.0, top_k=None, top_p=None):
+    """Reference: temperature, top-k, then nucleus over the renormalised rest."""
+    z = np.log(base) / temperature
+    p = np.exp(z - z.max())
+    p /= p.sum()
+    order = np.argsort(-p)
+    keep = np.zeros_like(p, dtype=bool)
+    keep[order[: top_k or len(p)]] = True
+    q = np.where(keep, p, 0.0)
+    q /= q.sum()
+    if top_p is not None:
+        sq = q[order]
+        before = np.cumsum(sq) - sq
+        nucleus = order[(before < top_p) & (sq > 0)]
+        keep = np.zeros_like(keep)
+        keep[nucleus] = True
+        q = np.where(keep, q, 0.0)
+        q /= q.sum()
+    return q
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(), dict(temperature=2.0), dict(top_k=3), dict(top_p=0.7), dict(top_k=4, top_p=0.8)],
+)
+def test_sample_frequencies_match_distribution(kwargs):
+    base = np.array([0.35, 0.25, 0.15, 0.1, 0.08, 0.05, 0.02])
+    n = 20_000
+    logits = jnp.broadcast_to(jnp.log(jnp.asarray(base, jnp.float32)), (n, base.size))
+    # logits passed as an argument: as a closure constant XLA would constant-fold the sort.
+    tok, _ = jax.jit(lambda k, z: sample_logits(k, z, **kwargs))(jax.random.key(42), logits)
+    counts = np.bincount(np.asarray(tok), minlength=base.size)
+    expected = _expected_probs(base, **kwargs) * n
+    assert np.all(counts[expected == 0] == 0), "sampled a filtered-out token"
+    support = expected > 0
+    chi2 = np.sum((counts[support] - expected[support]) ** 2 / expected[support])
+    # 99.9% quantile of chi-square with <= 6 degrees of freedom is 22.5.
+    assert chi2 < 22.5, (chi2, counts, expected)
+
+
+# --------------------------------------------------------------------------- generate
+
+
+def test_greedy_cached_equals_uncached_with_eos(tiny, prompts):
+    model, params = tiny
+    tokens, mask = prompts
+    steps = 8
+    ref, _ = _naive_greedy(model, params, tokens, mask, steps)
+    eos = int(ref[0, 3])  # row 0 stops at its first occurrence of this token
+    first = int(np.flatnonzero(ref[0] == eos)[0])
+    ref, ref_mask = _naive_greedy(model, params, tokens, mask, steps, eos_id=eos)
+    out = generate(model, params, tokens, jax.random.key(0), max_new_tokens=steps,
+                   temperature=0.0, prompt_mask=mask, eos_id=eos)
+    np.testing.assert_array_equal(out.tokens, ref)
+    np.testing.assert_array_equal(out.completion_mask, ref_mask)
+    np.testing.assert_array_equal(out.lengths, ref_mask.sum(1))
+    assert out.completion_mask[0, first] and not out.completion_mask[0, first + 1 :].any()
+    np.testing.assert_array_equal(out.finished, (ref == eos).any(1))
+    assert np.all(np.asarray(out.logprobs)[~ref_mask] == 0.0)
+    assert out.tokens.dtype == jnp.int32 and out.logprobs.dtype == jnp.float32
+
+
+def test_left_padded_batch_matches_each_prompt_alone(tiny, prompts):
+    model, params = tiny
+    tokens, mask = prompts
+    batched = generate(model, params, tokens, jax.random.key(0), max_new_tokens=6,
+                       temperature=0.0, prompt_mask=mask)
+    for row in (1, 2):  # the padded rows, run unpadded on their own
+        alone = tokens[row : row + 1, np.asarray(mask[row])]
+        single = generate(model, params, alone, jax.random.key(0), max_new_tokens=6,
+                          temperature=0.0)
+        np.testing.assert_array_equal(single.tokens[0], batched.tokens[row])
+        np.testing.assert_allclose(single.logprobs[0], batched.logprobs[row], atol=2e-5)
+
+
+def test_generate_logprobs_match_token_logprobs(tiny, prompts):
+    model, params = tiny
+    tokens, mask = prompts
+    temp = 0.7
+    out = generate(model, params, tokens, jax.random.key(3), max_new_tokens=7, temperature=temp,
+                   top_k=12, top_p=0.9, eos_id=5, prompt_mask=mask, num_samples=2)
+    seq, seq_mask = out.sequences()
+    p = tokens.shape[1]
+    lp, ent = token_logprobs(model, params, seq, attention_mask=seq_mask, targets_start=p,
+                             temperature=temp, chunk_size=5, return_entropy=True)
+    assert lp.shape == ent.shape == (6, p + 7 - 1)
+    assert np.all(np.asarray(lp[:, : p - 1]) == 0.0)
+    np.testing.assert_allclose(lp[:, p - 1 :], out.logprobs, atol=2e-5)
+    ref_lp, ref_ent = _naive_logprobs(model, params, seq, seq_mask, temp)
+    np.testing.assert_allclose(lp[:, p - 1 :], ref_lp[:, p - 1 :], atol=2e-5)
+    np.testing.assert_allclose(ent[:, p - 1 :], ref_ent[:, p - 1 :], atol=2e-5)
+    # Groups are prompt-major: rows [2i, 2i+1] carry prompt i.
+    np.testing.assert_array_equal(out.prompt_tokens, np.repeat(tokens, 2, axis=0))
+    np.testing.assert_array_equal(out.prompt_mask, np.repeat(mask, 2, axis=0))
+
+
+def test_determinism_and_groups(tiny, prompts):
+    model, params = tiny
+    tokens, mask = prompts
+    kw = dict(max_new_tokens=7, temperature=0.7, top_k=12, top_p=0.9, eos_id=5,
+              prompt_mask=mask, num_samples=2)  # same statics as above: no recompile
+    a = generate(model, params, tokens, jax.random.key(3), **kw)
+    b = generate(model, params, tokens, jax.random.key(3), **kw)
+    c = generate(model, params, tokens, jax.random.key(4), **kw)
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_array_equal(x, y)
+    assert not np.array_equal(a.tokens, c.tokens)
+    # Samples within a group differ (same prompt, independent draws).
+    assert not np.array_equal(a.tokens[0::2], a.tokens[1::2])
+
+
+def test_greedy_groups_and_top_k_one(tiny, prompts):
+    model, params = tiny
+    tokens, mask = prompts
+    greedy = generate(model, params, tokens, jax.random.key(0), max_new_tokens=6,
+                      temperature=0.0, prompt_mask=mask)
+    groups = generate(model, params, tokens, jax.random.key(0), max_new_tokens=6,
+                      temperature=0.0, prompt_mask=mask, num_samples=3)
+    np.testing.assert_array_equal(groups.tokens, np.repeat(greedy.tokens, 3, axis=0))
+    top1 = generate(model, params, tokens, jax.random.key(9), max_new_tokens=6,
+                    temperature=1.0, top_k=1, prompt_mask=mask)
+    np.testing.assert_array_equal(top1.tokens, greedy.tokens)
+    # Fixed larger cache: same completions.
+    wide = generate(model, params, tokens, jax.random.key(0), max_new_tokens=6,
+                    temperature=0.0, prompt_mask=mask, cache_len=20)
+    np.testing.assert_array_equal(wide.tokens, greedy.tokens)
+
+
+def test_token_logprobs_matches_naive_and_gradients(tiny):
+    model, params = tiny
+    tokens = jax.random.randint(jax.random.key(5), (3, 9), 0, VOCAB)
+    mask = jnp.array([[1] * 9, [0, 0, 0] + [1] * 6, [0] + [1] * 8], bool)
+    lp, ent = token_logprobs(model, params, tokens, attention_mask=mask, chunk_size=7,
+                             return_entropy=True)
+    ref_lp, ref_ent = _naive_logprobs(model, params, tokens, mask)
+    np.testing.assert_allclose(lp, ref_lp, atol=2e-5)
+    np.testing.assert_allclose(ent, ref_ent, atol=2e-5)
+
+    def loss(fn):
+        return lambda p: jnp.sum(fn(p) * mask[:, 1:])
+
+    g = jax.jit(jax.grad(loss(lambda p: token_logprobs(model, p, tokens, attention_mask=mask,
+                                                       chunk_size=4))))(params)
+    g_ref = jax.jit(jax.grad(loss(lambda p: _naive_logprobs(model, p, tokens, mask)[0])))(params)
+    for x, y in zip(jax.tree.leaves(g), jax.tree.leaves(g_ref), strict=True):
+        np.testing.assert_allclose(x, y, atol=1e-4, rtol=1e-4)
+
+
+def test_value_head_and_tied_models_work():
+    model, params = _build(_config(value_head=True, tie_word_embeddings=True), seed=1)
+    tokens = jax.random.randint(jax.random.key(0), (2, 4), 0, VOCAB)
+    out = generate(model, params, tokens, jax.random.key(0), max_new_tokens=3, temperature=0.0)
+    ref, _ = _naive_greedy_plain(model, params, tokens, 3)
+    np.testing.assert_array_equal(out.tokens, ref)
+    seq, seq_mask = out.sequences()
+    lp = token_logprobs(model, params, seq, attention_mask=seq_mask, targets_start=4)
+    np.testing.assert_allclose(lp[:, 3:], out.logprobs, atol=2e-5)
+
+
+def _naive_greedy_plain(model, params, tokens, steps):
+    """Greedy reference for a value-head model (the forward returns (logits, values))."""
+    b, p = tokens.shape
+    buf = jnp.concatenate([tokens, jnp.zeros((b, steps), jnp.int32)], axis=1)
+    forward = jax.jit(lambda t: model.apply(params, t)[0])
+    for t in range(steps):
+        buf = buf.at[:, p + t].set(jnp.argmax(forward(buf)[:, p + t - 1], -1).astype(jnp.int32))
+    return np.asarray(buf[:, p:]), None
+
+
+# --------------------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(max_new_tokens=60), r"5 \+ 60 = 65.*max_position_embeddings=64"),
+        (dict(max_new_tokens=10, cache_len=12), r"5 \+ 10 = 15.*cache_len=12"),
+        (dict(max_new_tokens=0), "max_new_tokens"),
+        (dict(max_new_tokens=4, temperature=-1.0), "temperature"),
+        (dict(max_new_tokens=4, temperature=float("nan")), "temperature"),
+        (dict(max_new_tokens=4, top_k=0), "top_k"),
+        (dict(max_new_tokens=4, top_k=VOCAB + 1), "top_k"),
+        (dict(max_new_tokens=4, top_p=0.0), "top_p"),
+        (dict(max_new_tokens=4, top_p=1.5), "top_p"),
+        (dict(max_new_tokens=4, num_samples=0), "num_samples"),
+        (dict(max_new_tokens=4, eos_id=VOCAB), "eos_id"),
+        (dict(max_new_tokens=4, prompt_mask=np.ones((3, 4), bool)), "prompt_mask"),
+    ],
+)
+def test_bad_arguments_raise_before_compiling(tiny, prompts, monkeypatch, kwargs, match):
+    model, params = tiny
+    tokens, _ = prompts
+
+    def must_not_compile(*args, **kw):
+        raise AssertionError("compiled before validating")
+
+    monkeypatch.setattr(sampling, "_generate", must_not_compile)
+    with pytest.raises(ValueError, match=match):
+        generate(model, params, tokens, jax.random.key(0), **kwargs)
+
+
+def test_token_logprobs_bad_arguments(tiny):
+    model, params = tiny
+    tokens = jnp.zeros((2, 6), jnp.int32)
+    with pytest.raises(ValueError, match="targets_start"):
+        token_logprobs(model, params, tokens, targets_start=6)
+    with pytest.raises(ValueError, match="chunk_size"):
+        token_logprobs(model, params, tokens, chunk_size=0)
