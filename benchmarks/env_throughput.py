@@ -69,27 +69,32 @@ def make_sampler(space: Any) -> Callable[[jax.Array], jax.Array]:
 
 
 def build_rollout(env: Any, params: Any, copies: int, steps: int) -> Callable[[jax.Array], Any]:
-    """A jitted `key -> final carry` running `copies` x `steps` random-policy steps."""
-    sample = make_sampler(env.action_space(params))
+    """A jitted `key -> final carry` running `copies` x `steps` random-policy steps.
+
+    Actions and step keys for all steps are drawn up front, inside the timed
+    function, in one vectorised call each: per-step PRNG calls (which XLA:CPU
+    runs as small rolled loops) would otherwise dominate small batches and
+    hide the environments' own cost.
+    """
+    sample = jax.vmap(jax.vmap(make_sampler(env.action_space(params))))
     reset = jax.vmap(env.reset, in_axes=(0, None))
     step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
 
     def rollout(key: jax.Array) -> Any:
-        key_reset, key = jax.random.split(key)
+        key_reset, key_act, key_step = jax.random.split(key, 3)
         obs, state = reset(jax.random.split(key_reset, copies), params)
+        actions = sample(jax.random.split(key_act, (steps, copies)))
+        step_keys = jax.random.split(key_step, (steps, copies))
 
-        def body(carry: Any, _: None) -> tuple[Any, None]:
-            obs, state, key, returns, ends = carry
-            key, key_act, key_step = jax.random.split(key, 3)
-            actions = jax.vmap(sample)(jax.random.split(key_act, copies))
-            obs, state, reward, terminated, truncated, _ = step(
-                jax.random.split(key_step, copies), state, actions, params
-            )
+        def body(carry: Any, xs: tuple[jax.Array, Any]) -> tuple[Any, None]:
+            obs, state, returns, ends = carry
+            keys, action = xs
+            obs, state, reward, terminated, truncated, _ = step(keys, state, action, params)
             ends = ends + jnp.logical_or(terminated, truncated)
-            return (obs, state, key, returns + reward, ends), None
+            return (obs, state, returns + reward, ends), None
 
-        init = (obs, state, key, jnp.zeros(copies, jnp.float32), jnp.zeros(copies, jnp.int32))
-        carry, _ = jax.lax.scan(body, init, None, length=steps)
+        init = (obs, state, jnp.zeros(copies, jnp.float32), jnp.zeros(copies, jnp.int32))
+        carry, _ = jax.lax.scan(body, init, (step_keys, actions))
         return carry
 
     return jax.jit(rollout)
@@ -122,10 +127,12 @@ class Timer:
 
 def _worker() -> None:
     """Gymnax side: reads JSON requests on stdin, answers JSON lines on stdout."""
+    from importlib.metadata import version
+
     import gymnax
 
     timer = Timer(lambda env_id: gymnax.make(env_id))
-    print(json.dumps({"ready": True, "gymnax": gymnax.__version__, "jax": jax.__version__}))
+    print(json.dumps({"ready": True, "gymnax": version("gymnax"), "jax": jax.__version__}))
     sys.stdout.flush()
     for line in sys.stdin:
         request = json.loads(line)
@@ -155,6 +162,7 @@ class GymnaxWorker:
             f"gymnax=={GYMNAX_VERSION}",
             f"jax=={jax.__version__}",
             f"jaxlib=={jaxlib.__version__}",
+            "six",  # imported by gymnax 1.0.1 but missing from its dependencies
         ]
         python = ensure_venv("gymnax", requirements)
         self._proc = subprocess.Popen(

@@ -22,9 +22,22 @@ def make_config(algorithm: str, env: str | None = None, config_file: str | pathl
     file_values = cfg.load_file(config_file) if config_file else {}
     env = env or file_values.pop("env", None) or "CartPole-v1"
     file_values.pop("env", None)
+    _check_env(env)
     config = module.default_config(env)
     config = cfg.replace(config, **file_values)
     return cfg.replace(config, **overrides).validate()
+
+
+def _check_env(env: Any) -> None:
+    """Unknown ids fail as a `ConfigError` (CLI exit code 2) listing the registered ones."""
+    from jaxrl import envs
+
+    if isinstance(env, str) and ":" in env:  # adapter prefixes ("gymnax:...") are checked on make
+        return
+    try:
+        envs.spec(env)
+    except ValueError as err:
+        raise cfg.ConfigError(f"invalid env={env!r}: {err}") from None
 
 
 def train(

@@ -123,7 +123,14 @@ class Acrobot(Environment[AcrobotState, AcrobotParams]):
     def get_obs(self, state: AcrobotState, params: AcrobotParams | None = None) -> jax.Array:
         th1, th2 = state.joint_angle1, state.joint_angle2
         return jnp.stack(
-            [jnp.cos(th1), jnp.sin(th1), jnp.cos(th2), jnp.sin(th2), state.velocity_1, state.velocity_2]
+            [
+                jnp.cos(th1),
+                jnp.sin(th1),
+                jnp.cos(th2),
+                jnp.sin(th2),
+                state.velocity_1,
+                state.velocity_2,
+            ]
         ).astype(jnp.float32)
 
     def observation_space(self, params: AcrobotParams) -> spaces.Box:
@@ -156,9 +163,9 @@ def _dsdt(s: jax.Array, torque: jax.Array, params: AcrobotParams) -> jax.Array:
         + (m1 * lc1 + m2 * l1) * g * jnp.cos(theta1 - math.pi / 2)
         + phi2
     )
-    ddtheta2 = (
-        torque + d2 / d1 * phi1 - m2 * l1 * lc2 * dtheta1**2 * jnp.sin(theta2) - phi2
-    ) / (m2 * lc2**2 + i2 - d2**2 / d1)
+    ddtheta2 = (torque + d2 / d1 * phi1 - m2 * l1 * lc2 * dtheta1**2 * jnp.sin(theta2) - phi2) / (
+        m2 * lc2**2 + i2 - d2**2 / d1
+    )
     ddtheta1 = -(d2 * ddtheta2 + phi1) / d1
     return jnp.stack([dtheta1, dtheta2, ddtheta1, ddtheta2])
 

@@ -20,7 +20,7 @@ from flax import struct
 
 from .. import spaces
 from ..core import Environment, EnvParams, EnvState, require
-from .mountain_car import valley_obs_space, valley_reset, valley_step, validate_valley
+from .mountain_car import validate_valley, valley_obs_space, valley_reset, valley_step
 
 
 @struct.dataclass

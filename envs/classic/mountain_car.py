@@ -111,7 +111,9 @@ class MountainCar(Environment[MountainCarState, MountainCarParams]):
         self, key: jax.Array, params: MountainCarParams
     ) -> tuple[jax.Array, MountainCarState]:
         position, velocity = valley_reset(key)
-        state = MountainCarState(position=position, velocity=velocity, time=jnp.zeros((), jnp.int32))
+        state = MountainCarState(
+            position=position, velocity=velocity, time=jnp.zeros((), jnp.int32)
+        )
         return self.get_obs(state), state
 
     def step_env(

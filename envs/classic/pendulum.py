@@ -90,9 +90,10 @@ class Pendulum(Environment[PendulumState, PendulumParams]):
         cost = angle_normalize(th) ** 2 + 0.1 * thdot**2 + 0.001 * u**2
         # Semi-implicit Euler on  thdot' = 3g/(2l) sin(th) + 3/(m l^2) u  (uniform rod
         # pivoted at one end, th = 0 upright), as gymnasium's `step`.
-        thdot_acc = 3 * params.gravity / (2 * params.length) * jnp.sin(th) + 3.0 / (
-            params.mass * params.length**2
-        ) * u
+        thdot_acc = (
+            3 * params.gravity / (2 * params.length) * jnp.sin(th)
+            + 3.0 / (params.mass * params.length**2) * u
+        )
         new_thdot = jnp.clip(thdot + thdot_acc * params.dt, -params.max_speed, params.max_speed)
         new_th = th + new_thdot * params.dt
         state = PendulumState(theta=new_th, theta_dot=new_thdot, last_u=u, time=state.time + 1)
@@ -100,9 +101,9 @@ class Pendulum(Environment[PendulumState, PendulumParams]):
         return self.get_obs(state), state, reward, jnp.zeros((), jnp.bool_), {}
 
     def get_obs(self, state: PendulumState, params: PendulumParams | None = None) -> jax.Array:
-        return jnp.stack(
-            [jnp.cos(state.theta), jnp.sin(state.theta), state.theta_dot]
-        ).astype(jnp.float32)
+        return jnp.stack([jnp.cos(state.theta), jnp.sin(state.theta), state.theta_dot]).astype(
+            jnp.float32
+        )
 
     def observation_space(self, params: PendulumParams) -> spaces.Box:
         high = [1.0, 1.0, params.max_speed]

@@ -133,6 +133,7 @@ class MinAtarEnvironment(Environment[TState, TParams], Generic[TState, TParams])
     def step_env(
         self, key: jax.Array, state: TState, action: Any, params: TParams
     ) -> tuple[jax.Array, TState, jax.Array, jax.Array, dict[str, Any]]:
+        """Resolves the sticky action, samples the step's random outcomes, applies the rules."""
         key_sticky, key_draws = jax.random.split(key)
         # Out-of-range indices are clipped: values cannot be checked under jit.
         action = jnp.clip(jnp.asarray(action, jnp.int32), 0, len(self.minimal_actions) - 1)
@@ -184,10 +185,10 @@ class MinAtarEnvironment(Environment[TState, TParams], Generic[TState, TParams])
         return spaces.Discrete(len(self.minimal_actions))
 
 
-def initial_common(time_dtype: Any = jnp.int32) -> dict[str, jax.Array]:
+def initial_common() -> dict[str, jax.Array]:
     """The `time`, `last_action` (no-op) and `terminal` fields of a fresh episode."""
     return {
-        "time": jnp.zeros((), time_dtype),
+        "time": jnp.zeros((), jnp.int32),
         "last_action": jnp.zeros((), jnp.int32),
         "terminal": jnp.zeros((), jnp.bool_),
     }

@@ -49,16 +49,24 @@ class CorruptCheckpointWarning(UserWarning):
 class Checkpointer:
     """Saves and restores training states under `directory`, keeping the last `keep`."""
 
-    def __init__(self, directory: str | pathlib.Path, keep: int = 3):
+    def __init__(self, directory: str | pathlib.Path, keep: int = 3, read_only: bool = False):
         self.directory = pathlib.Path(directory).absolute()
-        options = ocp.CheckpointManagerOptions(
-            max_to_keep=keep,
-            create=True,
-            # Synchronous saves: the driver only checkpoints between compiled
-            # chunks, and a finished save must be on disk before we go on.
-            enable_async_checkpointing=False,
-            cleanup_tmp_directories=True,
-        )
+        if read_only:
+            # For readers (evaluation): never create, delete or clean up anything,
+            # in particular not the temporary directory of a save in progress.
+            options = ocp.CheckpointManagerOptions(
+                read_only=True, max_to_keep=None, create=False, save_interval_steps=0,
+                enable_async_checkpointing=False, cleanup_tmp_directories=False,
+            )
+        else:
+            options = ocp.CheckpointManagerOptions(
+                max_to_keep=keep,
+                create=True,
+                # Synchronous saves: the driver only checkpoints between compiled
+                # chunks, and a finished save must be on disk before we go on.
+                enable_async_checkpointing=False,
+                cleanup_tmp_directories=True,
+            )
         self._manager = ocp.CheckpointManager(
             self.directory, options=options, item_names=("state", "meta")
         )
@@ -71,6 +79,10 @@ class Checkpointer:
     def save(self, step: int, state: Any, meta: dict[str, Any]) -> None:
         """Saves `state` at `step` (an update count) with a fingerprint in `meta`."""
         meta = {**meta, "fingerprint": tree_fingerprint(state), "step": int(step)}
+        if int(step) in self.steps():
+            # Only a checkpoint skipped as damaged on resume can be in the way
+            # (the run resumed from an earlier one and reached this step again).
+            self._manager.delete(int(step))
         self._manager.save(
             step,
             args=ocp.args.Composite(

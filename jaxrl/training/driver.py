@@ -119,6 +119,8 @@ def train(algorithm: str, config: Any, run: RunConfig) -> TrainResult:
     steps_per_update = config.num_envs * config.num_steps
     num_updates = config.num_updates
     grid = cfg.expand_grid(cfg.parse_sweep(run.sweep))
+    for point in grid:  # invalid sweep values fail before the run directory is touched
+        cfg.replace(config, **point).validate()
     num_agents = len(grid) * run.num_seeds
     chunk = _chunk_length(run, steps_per_update, num_updates)
 
@@ -140,14 +142,20 @@ def train(algorithm: str, config: Any, run: RunConfig) -> TrainResult:
     init_fn = jax.jit(jax.vmap(algo.init), out_shardings=shardings)
     state = init_fn(keys, hparams)
 
+    host_readable, reshard = _host_transfer_fns(mesh, shardings)
     checkpointer = Checkpointer(run_dir / "checkpoints", run.keep_checkpoints) if run_dir else None
     start_update = 0
     if run.resume and checkpointer is not None:
-        restored = checkpointer.restore_latest(state)
+        restored = checkpointer.restore_latest(host_readable(state))
         if restored is not None:
             start_update, state, _ = restored
+            state = reshard(state)
             log.info("resumed from update %d", start_update)
         _truncate_metrics(run_dir, start_update, is_main)
+        if jax.process_count() > 1:  # other processes read metrics.jsonl only once it is truncated
+            from jax.experimental import multihost_utils
+
+            multihost_utils.sync_global_devices("jaxrl: metrics.jsonl truncated")
     history = _read_metrics(run_dir) if (run_dir and run.resume) else []
 
     metrics_sharding = mesh_lib.replicated(mesh)
@@ -217,7 +225,7 @@ def train(algorithm: str, config: Any, run: RunConfig) -> TrainResult:
                 _write_tensorboard(writer, row)
             progress.update(num_agents * steps_per_update * length, row)
             if checkpointer is not None and _should_checkpoint(run, update, steps_per_update, num_updates):
-                checkpointer.save(update, state, {"env_steps": update * steps_per_update})
+                checkpointer.save(update, host_readable(state), {"env_steps": update * steps_per_update})
     finally:
         progress.close()
         if writer is not None:
@@ -226,7 +234,7 @@ def train(algorithm: str, config: Any, run: RunConfig) -> TrainResult:
             checkpointer.close()
 
     summary = _summary(
-        algo, state, per_update, history, grid, run, num_agents,
+        algo, host_readable(state), per_update, history, grid, run, num_agents,
         steps_per_update, train_seconds, compile_seconds, time.perf_counter() - wall_start,
     )
     if is_main and run_dir is not None:
@@ -235,6 +243,23 @@ def train(algorithm: str, config: Any, run: RunConfig) -> TrainResult:
 
 
 # ---------------------------------------------------------------------------- helpers
+def _host_transfer_fns(mesh, shardings):
+    """`(host_readable, reshard)` for checkpoints and the summary's fingerprint.
+
+    In a multi-process run a sharded global array spans other processes'
+    devices and cannot be fetched by this one (`np.asarray` raises), so the
+    state is read (fingerprinted, saved, restored) as a fully replicated copy,
+    and a restored copy is resharded to `shardings`. One process: both are
+    the identity.
+    """
+    if jax.process_count() == 1:
+        return (lambda tree: tree), (lambda tree: tree)
+    return (
+        jax.jit(lambda tree: tree, out_shardings=mesh_lib.replicated(mesh)),
+        jax.jit(lambda tree: tree, out_shardings=shardings),
+    )
+
+
 def _chunk_length(run: RunConfig, steps_per_update: int, num_updates: int) -> int:
     """Updates per compiled call: the log interval, aligned to checkpoints."""
     log_every = run.log_every or max(steps_per_update, (num_updates * steps_per_update) // 50)
@@ -284,10 +309,8 @@ def _log_row(metrics, update, steps_per_update, sps, elapsed) -> dict[str, Any]:
 
 def _summary(algo, state, per_update, history, grid, run, num_agents, steps_per_update,
              train_seconds, compile_seconds, wall_seconds) -> dict[str, Any]:
-    window = max(1, int(math.ceil(len(per_update) * FINAL_RETURN_WINDOW)))
-    final = _final_returns(per_update[-window:], num_agents)
-    if not per_update and history:  # resumed after the last update: use the logged rows
-        final = np.asarray([v if v is not None else np.nan for v in history[-1]["episode_return"]])
+    # From the logged rows, which a resumed run has exactly as an uninterrupted one.
+    final = _final_returns(history, algo.config.num_updates, num_agents)
     updates_run = len(per_update)
     summary: dict[str, Any] = {
         "final_return_mean": _nan_to_none(np.nanmean(final)) if final.size else None,
@@ -315,13 +338,16 @@ def _summary(algo, state, per_update, history, grid, run, num_agents, steps_per_
     return summary
 
 
-def _final_returns(rows: list[dict[str, np.ndarray]], num_agents: int) -> np.ndarray:
-    """Per agent: mean return of the episodes that ended in `rows` (episode-weighted)."""
+def _final_returns(history: list[dict[str, Any]], num_updates: int, num_agents: int) -> np.ndarray:
+    """Per agent: mean return of the episodes that ended in the last `FINAL_RETURN_WINDOW`
+    of updates (episode-weighted; whole logged rows, at least the last one)."""
+    first = num_updates - max(1, int(math.ceil(num_updates * FINAL_RETURN_WINDOW)))
+    rows = [r for r in history if r["update"] > first] or history[-1:]
     if not rows:
         return np.full((num_agents,), np.nan)
-    returns = np.stack([r["episode_return"] for r in rows]).astype(np.float64)
-    counts = np.stack([r["episodes"] for r in rows]).astype(np.float64)
-    with np.errstate(invalid="ignore"):
+    counts = np.asarray([r["episodes"] for r in rows], dtype=np.float64)
+    returns = np.asarray([[0.0 if v is None else v for v in r["episode_return"]] for r in rows], dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
         return (returns * counts).sum(0) / counts.sum(0)
 
 
@@ -347,6 +373,8 @@ def _prepare_run_dir(run_dir: pathlib.Path, resolved: dict[str, Any], resume: bo
             raise cfg.ConfigError(f"invalid resume=True: {run_dir} has no config.json to resume from")
         saved = json.loads(config_path.read_text())
         _check_same_config(saved, resolved)
+        if is_main:  # written again when the resumed run finishes
+            (run_dir / "summary.json").unlink(missing_ok=True)
         return
     if (run_dir / "checkpoints").exists() and any((run_dir / "checkpoints").iterdir()):
         raise cfg.ConfigError(
@@ -384,7 +412,14 @@ def _truncate_metrics(run_dir: pathlib.Path, update: int, is_main: bool) -> None
     path = run_dir / "metrics.jsonl"
     if not is_main or not path.exists():
         return
-    kept = [line for line in path.read_text().splitlines() if line and json.loads(line)["update"] <= update]
+    kept = []
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:  # empty, or torn by a crash mid-write
+            continue
+        if row["update"] <= update:
+            kept.append(line)
     tmp = path.with_suffix(".tmp")
     tmp.write_text("".join(line + "\n" for line in kept))
     shutil.move(tmp, path)

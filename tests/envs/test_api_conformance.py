@@ -3,10 +3,14 @@
 Parametrised over `envs.registered()`, so environments are covered as they
 land; an id whose module does not exist yet is skipped with the reason.
 Properties are checked with hypothesis over the PRNG seed (few examples,
-derandomized). To keep compile time in check each environment compiles two
-functions once per module (module-scoped fixture): a `lax.scan` rollout with
-random actions, and its `vmap`; params are arguments, so the small-time-limit
-params reuse the same compilation.
+derandomized).
+
+Compile time is the cost of this file, so each environment compiles exactly
+three functions, once per module (module-scoped fixture): a `lax.scan`
+rollout (reset, then random actions through `step`), the same rollout under
+`vmap`, and a batch of `action_space.sample`. Params are arguments, so the
+small-time-limit params reuse the compiled rollout; results are compared in
+NumPy (no eager JAX ops, which would each compile).
 """
 
 from __future__ import annotations
@@ -20,19 +24,24 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from jaxrl.envs import spaces
 
 from jaxrl import envs
-from jaxrl.envs import spaces
 
 ROLLOUT_STEPS = 24
 SMALL_LIMIT = 4
-BATCH = 3
+NUM_SAMPLES = 256
 SETTINGS = settings(max_examples=3, deadline=None, derandomize=True, database=None)
 SEEDS = st.integers(min_value=0, max_value=2**31 - 1)
+# The batched rollout runs keys [k0, k0, k1]: rows 0 and 1 must be identical.
+BATCH_ROWS = (0, 0, 1)
 
 
 def make_or_skip(env_id: str, **overrides: Any) -> tuple[envs.Environment, envs.EnvParams]:
-    """`envs.make`, skipping (not failing) ids whose module has not been written yet."""
+    """`envs.make`, skipping (not failing) ids whose module has not been written yet.
+
+    Only a missing entry-point module skips; any other import error fails.
+    """
     entry_point = envs.spec(env_id).entry_point
     if isinstance(entry_point, str):
         module = entry_point.partition(":")[0]
@@ -45,8 +54,19 @@ def make_or_skip(env_id: str, **overrides: Any) -> tuple[envs.Environment, envs.
     return envs.make(env_id, **overrides)
 
 
+def to_numpy(tree: Any) -> Any:
+    """Host copies of every leaf (PRNG keys as their raw data)."""
+
+    def leaf(x: Any) -> np.ndarray:
+        if isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+            x = jax.random.key_data(x)
+        return np.asarray(x)
+
+    return jax.tree.map(leaf, tree)
+
+
 class Harness:
-    """One environment with its spaces and jitted rollouts (built once per module)."""
+    """One environment, its spaces and its three jitted functions."""
 
     def __init__(self, env_id: str) -> None:
         self.env_id = env_id
@@ -54,19 +74,15 @@ class Harness:
         _, self.small_params = make_or_skip(env_id, max_steps_in_episode=SMALL_LIMIT)
         self.obs_space = self.env.observation_space(self.params)
         self.action_space = self.env.action_space(self.params)
-        self.rollout = jax.jit(self._rollout)
-        self.batched_rollout = jax.jit(jax.vmap(self._rollout, in_axes=(0, None)))
+        self._rollout_jit = jax.jit(self._rollout)
+        self._batched_jit = jax.jit(self._batched_rollout)
+        self._samples_jit = jax.jit(self._samples)
 
-    def rollout_keys(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """`(reset_key, per-step keys)`; each step key splits into (action, step)."""
-        k_reset, k_steps = jax.random.split(key)
-        return k_reset, jax.random.split(k_steps, ROLLOUT_STEPS)
-
-    def _rollout(self, key: jax.Array, params: envs.EnvParams) -> tuple[Any, dict[str, Any]]:
+    # -------------------------------------------------------------- traced functions
+    def _rollout(self, key: jax.Array, params: envs.EnvParams) -> dict[str, Any]:
         """Reset, then `ROLLOUT_STEPS` uniformly random actions; records every step."""
-        k_reset, step_keys = self.rollout_keys(key)
+        k_reset, k_steps = jax.random.split(key)
         obs0, state0 = self.env.reset(k_reset, params)
-        first = {"obs": obs0, "state": state0, "obs_ok": self.obs_space.contains(obs0)}
 
         def body(state: Any, k: jax.Array) -> tuple[Any, dict[str, Any]]:
             k_action, k_step = jax.random.split(k)
@@ -87,10 +103,35 @@ class Harness:
                 "truncated": truncated,
                 "time_before": state.time,
                 "time_after": next_state.time,
+                "state": next_state,
             }
 
-        _, traj = jax.lax.scan(body, state0, step_keys)
-        return first, traj
+        _, traj = jax.lax.scan(body, state0, jax.random.split(k_steps, ROLLOUT_STEPS))
+        first = {"obs": obs0, "state": state0, "obs_ok": self.obs_space.contains(obs0)}
+        return {"first": first, "traj": traj}
+
+    def _batched_rollout(self, keys: jax.Array, params: envs.EnvParams) -> dict[str, Any]:
+        rows = keys[jnp.array(BATCH_ROWS)]
+        return jax.vmap(self._rollout, in_axes=(0, None))(rows, params)
+
+    def _samples(self, key: jax.Array) -> tuple[Any, jax.Array]:
+        samples = jax.vmap(self.action_space.sample)(jax.random.split(key, NUM_SAMPLES))
+        return samples, jax.vmap(self.action_space.contains)(samples)
+
+    # -------------------------------------------------------------- host wrappers
+    def rollout(self, seed: int, small_limit: bool = False) -> dict[str, Any]:
+        params = self.small_params if small_limit else self.params
+        return to_numpy(self._rollout_jit(jax.random.key(seed), params))
+
+    def batched_rollout(self, seed: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """`vmap` rollout of keys `[k0, k0, k1]` and the unbatched rollouts of k0, k1."""
+        keys = jax.random.split(jax.random.key(seed), 2)
+        batched = to_numpy(self._batched_jit(keys, self.params))
+        single = [to_numpy(self._rollout_jit(keys[i], self.params)) for i in range(2)]
+        return batched, single
+
+    def samples(self, seed: int) -> tuple[Any, np.ndarray]:
+        return to_numpy(self._samples_jit(jax.random.key(seed)))
 
 
 @pytest.fixture(scope="module", params=envs.registered())
@@ -99,38 +140,41 @@ def harness(request: pytest.FixtureRequest) -> Harness:
 
 
 def assert_trees_equal(a: Any, b: Any, exact: bool, what: str) -> None:
-    """Leaf-wise equality; floats within 1e-5 unless `exact`."""
+    """Leaf-wise equality of NumPy trees; floats within 1e-5 unless `exact`."""
     leaves_a, tree_a = jax.tree.flatten(a)
     leaves_b, tree_b = jax.tree.flatten(b)
     assert tree_a == tree_b, f"{what}: structures differ: {tree_a} vs {tree_b}"
     for x, y in zip(leaves_a, leaves_b, strict=True):
-        x, y = np.asarray(x), np.asarray(y)
-        assert x.shape == y.shape and x.dtype == y.dtype, f"{what}: {x.shape}/{x.dtype} vs {y.shape}/{y.dtype}"
+        assert (x.shape, x.dtype) == (y.shape, y.dtype), (
+            f"{what}: {x.shape}/{x.dtype} vs {y.shape}/{y.dtype}"
+        )
         if exact or not np.issubdtype(x.dtype, np.floating):
             np.testing.assert_array_equal(x, y, err_msg=what)
         else:
             np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6, err_msg=what)
 
 
-def leaf_dtype(tree: Any) -> list[Any]:
-    return [(np.shape(x), np.asarray(x).dtype) for x in jax.tree.leaves(tree)]
+def shapes_and_dtypes(tree: Any, drop_leading: bool = False) -> list[tuple[Any, Any]]:
+    return [(x.shape[1:] if drop_leading else x.shape, x.dtype) for x in jax.tree.leaves(tree)]
 
 
 # --------------------------------------------------------------------------- tests
 @SETTINGS
 @given(seed=SEEDS)
 def test_rollout_satisfies_contract(harness: Harness, seed: int) -> None:
-    first, traj = harness.rollout(jax.random.key(seed), harness.params)
-    traj = jax.tree.map(np.asarray, traj)
+    out = harness.rollout(seed)
+    first, traj = out["first"], out["traj"]
     space = harness.obs_space
-    # Observations (reset, every step, final) lie in the observation space with its dtype.
+    # Observations (reset, every step, final) lie in the observation space.
     assert bool(first["obs_ok"]), f"reset obs {first['obs']} outside {space}"
-    assert traj["obs_ok"].all(), f"step obs outside {space} at steps {np.flatnonzero(~traj['obs_ok'])}"
+    bad = np.flatnonzero(~traj["obs_ok"])
+    assert bad.size == 0, f"step obs outside {space} at steps {bad}"
     assert traj["final_ok"].all(), "info['final_observation'] outside the observation space"
     if isinstance(space, spaces.Box):
-        assert first["obs"].shape == space.shape and first["obs"].dtype == space.dtype
-    assert leaf_dtype(jax.tree.map(lambda x: x[0], traj["obs"])) == leaf_dtype(first["obs"])
-    assert leaf_dtype(traj["final_obs"]) == leaf_dtype(traj["obs"])
+        assert (first["obs"].shape, first["obs"].dtype) == (space.shape, space.dtype)
+    # final_observation has the observation's structure, shapes and dtypes.
+    assert shapes_and_dtypes(traj["obs"], True) == shapes_and_dtypes(first["obs"])
+    assert shapes_and_dtypes(traj["final_obs"]) == shapes_and_dtypes(traj["obs"])
     # Sampled actions are valid.
     assert traj["action_ok"].all(), "action_space.sample produced an action outside the space"
     # Rewards: finite float32 scalars; flags: boolean scalars.
@@ -138,80 +182,57 @@ def test_rollout_satisfies_contract(harness: Harness, seed: int) -> None:
     assert np.isfinite(traj["reward"]).all()
     for flag in ("terminated", "truncated"):
         assert traj[flag].shape == (ROLLOUT_STEPS,) and traj[flag].dtype == np.bool_
-    # Time counts steps in the episode; an ended episode auto-resets to time 0.
+    # time counts steps in the episode; an ended episode auto-resets to time 0.
     done = traj["terminated"] | traj["truncated"]
     assert int(first["state"].time) == 0
-    np.testing.assert_array_equal(
-        traj["time_after"], np.where(done, 0, traj["time_before"] + 1)
-    )
+    np.testing.assert_array_equal(traj["time_after"], np.where(done, 0, traj["time_before"] + 1))
     # final_observation equals obs unless the episode just ended.
-    for final, obs in zip(jax.tree.leaves(traj["final_obs"]), jax.tree.leaves(traj["obs"]), strict=True):
+    for final, obs in zip(
+        jax.tree.leaves(traj["final_obs"]), jax.tree.leaves(traj["obs"]), strict=True
+    ):
         np.testing.assert_array_equal(final[~done], obs[~done])
 
 
 @SETTINGS
 @given(seed=SEEDS)
-def test_same_key_same_result_jit_matches_eager(harness: Harness, seed: int) -> None:
-    key = jax.random.key(seed)
-    result = harness.rollout(key, harness.params)
-    assert_trees_equal(result, harness.rollout(key, harness.params), True, "rerun with same key")
-    # Un-jitted reset and first step (same keys) agree with the jitted rollout.
-    k_reset, step_keys = harness.rollout_keys(key)
-    env, params = harness.env, harness.params
-    obs, state = env.reset(k_reset, params)
-    assert_trees_equal((obs, state), (result[0]["obs"], result[0]["state"]), False, "eager reset")
-    k_action, k_step = jax.random.split(step_keys[0])
-    action = harness.action_space.sample(k_action)
-    obs, _, reward, terminated, truncated, info = env.step(k_step, state, action, params)
-    first_step = jax.tree.map(lambda x: x[0], result[1])
-    expected = (
-        first_step["obs"],
-        first_step["reward"],
-        first_step["terminated"],
-        first_step["truncated"],
-        first_step["final_obs"],
-    )
-    got = (obs, reward, terminated, truncated, info["final_observation"])
-    assert_trees_equal(got, expected, False, "eager step")
+def test_same_key_gives_same_result(harness: Harness, seed: int) -> None:
+    assert_trees_equal(harness.rollout(seed), harness.rollout(seed), True, "rerun, same key")
 
 
 @SETTINGS
 @given(seed=SEEDS)
 def test_vmap_matches_unbatched(harness: Harness, seed: int) -> None:
-    key_a, key_b = jax.random.split(jax.random.key(seed))
-    keys = jnp.stack([key_a, key_a, key_b])  # a repeated key must give identical rows
-    assert BATCH == len(keys)
-    batched = harness.batched_rollout(keys, harness.params)
-    for i in range(BATCH):
-        row = jax.tree.map(lambda x, i=i: x[i], batched)
-        assert_trees_equal(row, harness.rollout(keys[i], harness.params), False, f"vmap row {i}")
-    assert_trees_equal(
-        jax.tree.map(lambda x: x[0], batched), jax.tree.map(lambda x: x[1], batched), True, "same key"
-    )
+    batched, single = harness.batched_rollout(seed)
+    for row, key_index in enumerate(BATCH_ROWS):
+        got = jax.tree.map(lambda x, row=row: x[row], batched)
+        assert_trees_equal(got, single[key_index], False, f"vmap row {row} vs unbatched")
+    same_key = [jax.tree.map(lambda x, r=r: x[r], batched) for r in (0, 1)]
+    assert_trees_equal(*same_key, True, "vmap rows with the same key")
 
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_truncation_exactly_at_time_limit(harness: Harness, seed: int) -> None:
     assert harness.small_params.max_steps_in_episode == SMALL_LIMIT
-    first, traj = harness.rollout(jax.random.key(seed), harness.small_params)
-    traj = jax.tree.map(np.asarray, traj)
+    traj = harness.rollout(seed, small_limit=True)["traj"]
     # Truncated iff this step is the SMALL_LIMIT-th of the episode.
     np.testing.assert_array_equal(traj["truncated"], traj["time_before"] + 1 == SMALL_LIMIT)
     assert traj["truncated"].any(), "no episode reached the time limit"
     assert (traj["time_before"] < SMALL_LIMIT).all()
     # Auto-reset: the state after an ended episode starts a new one at time 0.
     assert (traj["time_after"][traj["truncated"]] == 0).all()
+    assert (np.asarray(traj["state"].time)[traj["truncated"]] == 0).all()
 
 
 def test_action_space_sample_is_valid_and_covers_space(harness: Harness) -> None:
     space = harness.action_space
-    samples = jax.vmap(space.sample)(jax.random.split(jax.random.key(0), 256))
-    assert bool(jax.vmap(space.contains)(samples).all())
+    samples, ok = harness.samples(0)
+    assert ok.all(), "action_space.sample produced an action outside the space"
     if isinstance(space, spaces.Discrete):
-        assert set(np.unique(np.asarray(samples)).tolist()) == set(range(space.n))
+        assert samples.dtype == space.dtype and samples.shape == (NUM_SAMPLES,)
+        assert set(np.unique(samples).tolist()) == set(range(space.n))
     elif isinstance(space, spaces.Box) and np.issubdtype(space.dtype, np.floating):
-        assert samples.dtype == space.dtype and samples.shape == (256, *space.shape)
-        assert (np.asarray(samples).std(axis=0) > 0).all(), "Box.sample is degenerate"
+        assert samples.dtype == space.dtype and samples.shape == (NUM_SAMPLES, *space.shape)
+        assert (samples.std(axis=0) > 0).all(), "Box.sample is degenerate"
 
 
 def test_name_is_registered_id(harness: Harness) -> None:

@@ -31,9 +31,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from scipy import stats
-
-from jaxrl import envs
 from jaxrl.envs import spaces
 from jaxrl.envs.classic import (
     AcrobotState,
@@ -42,6 +39,9 @@ from jaxrl.envs.classic import (
     MountainCarState,
     PendulumState,
 )
+from scipy import stats
+
+from jaxrl import envs
 
 gym = pytest.importorskip("gymnasium")
 
@@ -130,7 +130,9 @@ def record_episode(env_id: str, seed: int) -> dict[str, Any]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # gymnasium warns about out-of-range actions
         obs, _ = gym_env.reset(seed=seed)
-        rec: dict[str, list] = {k: [] for k in ("state", "action", "obs", "reward", "term", "trunc", "next")}
+        rec: dict[str, list] = {
+            k: [] for k in ("state", "action", "obs", "reward", "term", "trunc", "next")
+        }
         reset_obs, initial_state = obs, to_our_state(env_id, gym_env)
         done = False
         while not done:
@@ -149,7 +151,11 @@ def record_episode(env_id: str, seed: int) -> dict[str, Any]:
             rec["next"].append(gym_state_vector(env_id, gym_env))
     out = {k: np.stack(v) for k, v in rec.items() if k != "state"}
     out["state"] = rec["state"]
-    out["reset_obs"], out["initial_state"], out["length"] = reset_obs, initial_state, len(rec["obs"])
+    out["reset_obs"], out["initial_state"], out["length"] = (
+        reset_obs,
+        initial_state,
+        len(rec["obs"]),
+    )
     return out
 
 
@@ -200,7 +206,9 @@ def test_one_step_parity_from_synced_state(env_id: str) -> None:
     for seed in SEEDS:
         ep = record_episode(env_id, seed)
         n, where = ep["length"], f"{env_id} seed {seed}"
-        assert_close("reset obs", env.get_obs(ep["initial_state"])[None], ep["reset_obs"][None], where)
+        assert_close(
+            "reset obs", env.get_obs(ep["initial_state"])[None], ep["reset_obs"][None], where
+        )
         states = jax.tree.map(lambda *xs: pad_to(np.stack(xs), horizon), *ep["state"])
         actions = jnp.asarray(pad_to(ep["action"], horizon))
         _, next_state, reward, terminated, truncated, info = batched_step(states, actions)
@@ -228,7 +236,11 @@ def test_free_running_parity(env_id: str) -> None:
     horizon = params.max_steps_in_episode
     for seed in SEEDS:
         ep = record_episode(env_id, seed)
-        n = ep["length"] if FREE_RUN_HORIZON[env_id] is None else min(ep["length"], FREE_RUN_HORIZON[env_id])
+        n = (
+            ep["length"]
+            if FREE_RUN_HORIZON[env_id] is None
+            else min(ep["length"], FREE_RUN_HORIZON[env_id])
+        )
         where = f"{env_id} seed {seed} (free-running, {n} steps)"
         obs, reward, terminated, truncated = rollout(
             ep["initial_state"], jnp.asarray(pad_to(ep["action"], horizon))
@@ -273,8 +285,12 @@ def test_spaces_match_gymnasium(env_id: str) -> None:
     gym_env = gym.make(env_id)
     obs_space = env.observation_space(params)
     big = np.finfo(np.float32).max  # our stand-in for gymnasium's infinite bounds
-    np.testing.assert_allclose(obs_space.low, np.nan_to_num(gym_env.observation_space.low, neginf=-big))
-    np.testing.assert_allclose(obs_space.high, np.nan_to_num(gym_env.observation_space.high, posinf=big))
+    np.testing.assert_allclose(
+        obs_space.low, np.nan_to_num(gym_env.observation_space.low, neginf=-big)
+    )
+    np.testing.assert_allclose(
+        obs_space.high, np.nan_to_num(gym_env.observation_space.high, posinf=big)
+    )
     assert obs_space.dtype == gym_env.observation_space.dtype
     action_space = env.action_space(params)
     if isinstance(action_space, spaces.Discrete):

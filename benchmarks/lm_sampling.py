@@ -1,0 +1,311 @@
+"""LM sampling throughput: jaxrl `generate` vs Hugging Face `generate` (torch CPU).
+
+    python benchmarks/lm_sampling.py                          # defaults below
+    python benchmarks/lm_sampling.py --lengths 128 512 --batch 64 --repeats 3
+
+Model: a tiny Llama (hidden 256, intermediate 1024, 4 layers, 8 heads of 32, 4 KV
+heads, vocab 1024, untied embeddings, float32), random init with seed 0. Workload:
+batch 64 prompts of 8 random tokens, `max_new_tokens` in `--lengths`, plain
+sampling at temperature 1 (no top-k / top-p), no EOS (every row generates all
+tokens), so both sides do exactly `batch * max_new_tokens` decode steps' work.
+
+jaxrl: `jaxrl.lm.sampling.generate` (KV cache of prompt + max_new_tokens,
+prefill + `while_loop` decode in one jitted program). The first call per length
+compiles; compile time is reported separately (first call minus the best timed
+call) and excluded from throughput.
+
+Hugging Face: the *same weights* (written with `jaxrl.lm.checkpoint.save_pretrained`,
+loaded with `LlamaForCausalLM.from_pretrained`), `model.generate(do_sample=True,
+temperature=1.0, top_k=0, top_p=1.0, use_cache=True)` under `torch.inference_mode`.
+It runs in its own virtualenv `benchmarks/.venvs/hf` (torch==2.13.0 CPU,
+transformers, safetensors; created on first use) through a worker process
+running this file with `--hf-worker`; the worker stays up and each repeat times
+jaxrl then HF back to back, so machine load affects both alike. A warm-up
+generate runs first. Before timing, the prompt logits of both are compared to
+check the weights really are the same.
+
+Reported per length: best-of-repeats wall time, generated tokens/s, per-token
+cost (ms per decode step for the whole batch) and the 512-vs-128 flatness ratio
+(per-step cost at the longest length / at the shortest; 1.0 = flat). Memory: peak
+RSS of each process (`resource.getrusage` maxrss) and jax's
+`device.memory_stats()` when the backend provides it (CPU does not). Writes a
+table to stdout and JSON to `--out` (default `benchmarks/results/lm_sampling.json`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+HF_REQUIREMENTS = ["torch==2.13.0", "transformers", "safetensors", "numpy"]
+MODEL = dict(
+    model_type="llama", vocab_size=1024, hidden_size=256, intermediate_size=1024,
+    num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=4, head_dim=32,
+    rope_theta=10000.0, rms_norm_eps=1e-6, max_position_embeddings=2048,
+    tie_word_embeddings=False, attention_bias=False, qk_norm=False,
+)
+
+
+def _maxrss_mib() -> float:
+    """Peak resident set size of this process in MiB (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+# ----------------------------------------------------------------------------- HF worker
+
+
+def hf_worker() -> None:
+    """Serve JSON commands on stdin with transformers; runs in the HF venv (no jax)."""
+    import numpy as np
+    import torch
+    import transformers
+
+    state: dict[str, Any] = {}
+
+    def handle(cmd: dict[str, Any]) -> dict[str, Any]:
+        if cmd["cmd"] == "load":
+            model = transformers.AutoModelForCausalLM.from_pretrained(
+                cmd["path"], dtype=torch.float32
+            ).eval()
+            state["model"] = model
+            state["prompts"] = torch.from_numpy(np.load(cmd["prompts"])).long()
+            return {"torch": torch.__version__, "transformers": transformers.__version__,
+                    "threads": torch.get_num_threads()}
+        if cmd["cmd"] == "logits":
+            with torch.inference_mode():
+                logits = state["model"](state["prompts"][: cmd["rows"]]).logits
+            np.save(cmd["out"], logits.float().numpy())
+            return {}
+        if cmd["cmd"] == "generate":
+            prompts = state["prompts"]
+            torch.manual_seed(cmd["seed"])
+            start = time.perf_counter()
+            with torch.inference_mode():
+                out = state["model"].generate(
+                    prompts, attention_mask=torch.ones_like(prompts), do_sample=True,
+                    temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=cmd["max_new_tokens"],
+                    use_cache=True, pad_token_id=0, eos_token_id=None,
+                )
+            seconds = time.perf_counter() - start
+            return {"seconds": seconds, "new_tokens": int(out.shape[1] - prompts.shape[1])}
+        if cmd["cmd"] == "stats":
+            return {"maxrss_mib": _maxrss_mib()}
+        raise ValueError(f"unknown command {cmd!r}")
+
+    for line in sys.stdin:
+        cmd = json.loads(line)
+        if cmd["cmd"] == "quit":
+            break
+        print(json.dumps(handle(cmd)), flush=True)
+
+
+class HFWorker:
+    """The Hugging Face worker process in `benchmarks/.venvs/hf`."""
+
+    def __init__(self) -> None:
+        sys.path.insert(0, str(HERE))
+        from _venvs import ensure_venv
+
+        python = ensure_venv("hf", HF_REQUIREMENTS)
+        env = dict(os.environ, TRANSFORMERS_OFFLINE="1", HF_HUB_OFFLINE="1")
+        self._proc = subprocess.Popen(
+            [str(python), str(Path(__file__).resolve()), "--hf-worker"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=HERE, env=env,
+        )
+
+    def __call__(self, **cmd: Any) -> dict[str, Any]:
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write(json.dumps(cmd) + "\n")
+        self._proc.stdin.flush()
+        line = self._proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"HF worker exited (code {self._proc.poll()})")
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            assert self._proc.stdin is not None
+            self._proc.stdin.write(json.dumps({"cmd": "quit"}) + "\n")
+            self._proc.stdin.close()
+            self._proc.wait(timeout=60)
+
+
+# ----------------------------------------------------------------------------- jaxrl side
+
+
+def _build_ours(seed: int):
+    import jax
+    import jax.numpy as jnp
+
+    from jaxrl.lm.config import ModelConfig
+    from jaxrl.lm.model import Transformer
+
+    model = Transformer(ModelConfig(**MODEL))
+    params = jax.jit(model.init)(jax.random.key(seed), jnp.zeros((1, 8), jnp.int32))
+    return model, params
+
+
+def _time_ours(model, params, prompts, key, max_new_tokens: int) -> tuple[float, int]:
+    import jax
+
+    from jaxrl.lm.sampling import generate
+
+    start = time.perf_counter()
+    out = generate(model, params, prompts, key, max_new_tokens=max_new_tokens, temperature=1.0)
+    jax.block_until_ready(out)
+    seconds = time.perf_counter() - start
+    return seconds, int(out.lengths.sum())
+
+
+def _device_memory() -> dict[str, Any] | None:
+    import jax
+
+    stats = jax.devices()[0].memory_stats()
+    return None if stats is None else {k: int(v) for k, v in stats.items()}
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    import jax
+    import numpy as np
+
+    from jaxrl.lm.checkpoint import save_pretrained
+
+    model, params = _build_ours(args.seed)
+    prompts = np.random.default_rng(args.seed).integers(
+        0, MODEL["vocab_size"], size=(args.batch, args.prompt_len)
+    ).astype(np.int32)
+    hf = HFWorker()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            save_pretrained(tmp, model.config, params)
+            np.save(Path(tmp) / "prompts.npy", prompts)
+            info = hf(cmd="load", path=tmp, prompts=str(Path(tmp) / "prompts.npy"))
+            hf(cmd="logits", rows=4, out=str(Path(tmp) / "hf_logits.npy"))
+            ref = np.load(Path(tmp) / "hf_logits.npy")
+        ours_logits = np.asarray(model.apply(params, prompts[:4]))
+        parity = float(np.abs(ours_logits - ref).max())
+        print(f"same weights: max |logits_jaxrl - logits_hf| = {parity:.2e} "
+              f"(logit std {ref.std():.3f})", flush=True)
+        if parity > 1e-3:
+            raise RuntimeError(f"HF and jaxrl logits differ by {parity}; not the same model")
+
+        hf(cmd="generate", max_new_tokens=8, seed=0)  # warm-up
+        results = []
+        for n in args.lengths:
+            key = jax.random.key(args.seed)
+            first, _ = _time_ours(model, params, prompts, key, n)  # compile + run
+            ours, theirs = [], []
+            for r in range(args.repeats):
+                sec, tokens = _time_ours(model, params, prompts, jax.random.key(r + 1), n)
+                assert tokens == args.batch * n, (tokens, args.batch * n)
+                ours.append(sec)
+                reply = hf(cmd="generate", max_new_tokens=n, seed=r + 1)
+                assert reply["new_tokens"] == n, reply
+                theirs.append(reply["seconds"])
+            best_ours, best_hf = min(ours), min(theirs)
+            row = {
+                "max_new_tokens": n,
+                "generated_tokens": args.batch * n,
+                "jaxrl_seconds": best_ours,
+                "jaxrl_compile_seconds": max(first - best_ours, 0.0),
+                "jaxrl_tokens_per_s": args.batch * n / best_ours,
+                "jaxrl_ms_per_step": 1e3 * best_ours / n,
+                "hf_seconds": best_hf,
+                "hf_tokens_per_s": args.batch * n / best_hf,
+                "hf_ms_per_step": 1e3 * best_hf / n,
+                "speedup": best_hf / best_ours,
+                "jaxrl_all_seconds": ours,
+                "hf_all_seconds": theirs,
+            }
+            results.append(row)
+            print(f"  max_new_tokens={n}: jaxrl {row['jaxrl_tokens_per_s']:.0f} tok/s, "
+                  f"HF {row['hf_tokens_per_s']:.0f} tok/s, x{row['speedup']:.1f}", flush=True)
+        hf_rss = hf(cmd="stats")["maxrss_mib"]
+    finally:
+        hf.close()
+
+    lo, hi = results[0], results[-1]
+    return {
+        "benchmark": "lm_sampling",
+        "model": MODEL,
+        "batch": args.batch,
+        "prompt_len": args.prompt_len,
+        "sampling": "temperature 1.0, no top-k/top-p, no EOS",
+        "repeats": args.repeats,
+        "results": results,
+        "flatness": {
+            "lengths": [lo["max_new_tokens"], hi["max_new_tokens"]],
+            "jaxrl": hi["jaxrl_ms_per_step"] / lo["jaxrl_ms_per_step"],
+            "hf": hi["hf_ms_per_step"] / lo["hf_ms_per_step"],
+        },
+        "logits_max_abs_diff": parity,
+        "memory": {
+            "jaxrl_maxrss_mib": _maxrss_mib(),
+            "jaxrl_device_memory_stats": _device_memory(),
+            "hf_maxrss_mib": hf_rss,
+        },
+        "versions": {"jax": jax.__version__, **info},
+        "machine": {
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "jax_backend": jax.default_backend(),
+            "load_average_at_end": os.getloadavg(),
+        },
+    }
+
+
+def print_table(report: dict[str, Any]) -> None:
+    print()
+    print(f"batch {report['batch']}, prompt {report['prompt_len']}, "
+          f"{report['sampling']}; best of {report['repeats']}")
+    head = (f"{'new tokens':>10} | {'jaxrl tok/s':>11} | {'HF tok/s':>9} | {'speedup':>7} | "
+            f"{'jaxrl ms/step':>13} | {'HF ms/step':>10} | {'jaxrl compile s':>15}")
+    print(head)
+    print("-" * len(head))
+    for r in report["results"]:
+        print(f"{r['max_new_tokens']:>10} | {r['jaxrl_tokens_per_s']:>11.0f} | "
+              f"{r['hf_tokens_per_s']:>9.0f} | {r['speedup']:>6.1f}x | "
+              f"{r['jaxrl_ms_per_step']:>13.2f} | {r['hf_ms_per_step']:>10.2f} | "
+              f"{r['jaxrl_compile_seconds']:>15.1f}")
+    f, m = report["flatness"], report["memory"]
+    print(f"per-step cost {f['lengths'][1]} vs {f['lengths'][0]}: "
+          f"jaxrl x{f['jaxrl']:.2f}, HF x{f['hf']:.2f} (1.00 = flat)")
+    print(f"peak RSS: jaxrl {m['jaxrl_maxrss_mib']:.0f} MiB, HF {m['hf_maxrss_mib']:.0f} MiB; "
+          f"jax device memory stats: {m['jaxrl_device_memory_stats']}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hf-worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--lengths", type=int, nargs="+", default=[128, 512])
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--prompt-len", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "lm_sampling.json")
+    args = parser.parse_args()
+    if args.hf_worker:
+        hf_worker()
+        return
+    report = run(args)
+    print_table(report)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

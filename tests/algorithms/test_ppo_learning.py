@@ -1,0 +1,37 @@
+"""Learning targets of PPO on CPU with fixed seeds (the issue's thresholds).
+
+Each run uses the environment's preset (jaxrl/algorithms/ppo/config.py);
+CartPole-v1 is in tests/algorithms/test_ppo.py (default suite). These are
+slow (minutes each) and run with `pytest -m slow`.
+"""
+
+import pytest
+
+import jaxrl
+
+pytestmark = pytest.mark.slow
+
+
+def _train(env: str, **overrides):
+    return jaxrl.train("ppo", env=env, num_seeds=2, seed=0, progress=False, **overrides).summary
+
+
+def test_acrobot_reaches_minus_100():
+    summary = _train("Acrobot-v1")
+    assert summary["final_return_mean"] >= -100, summary
+
+
+def test_pendulum_reaches_minus_250():
+    summary = _train("Pendulum-v1", total_steps=500_000)
+    assert summary["final_return_mean"] >= -250, summary
+
+
+def test_recurrent_ppo_solves_cartpole_without_velocities():
+    summary = _train("CartPole-POMDP-v1")
+    assert summary["final_return_mean"] >= 400, summary
+
+
+def test_minatar_breakout_clearly_above_random():
+    # A uniformly random policy scores about 0.5 per episode on Breakout-MinAtar.
+    summary = _train("Breakout-MinAtar", total_steps=1_000_000)
+    assert summary["final_return_mean"] >= 5.0, summary

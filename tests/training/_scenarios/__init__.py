@@ -1,0 +1,1 @@
+"""Helper scripts for the multi-device / multi-host training tests (not tests themselves)."""
