@@ -108,8 +108,8 @@ class Timer:
         self._compiled: dict[tuple[str, int, int], Any] = {}
         self.compile_seconds: dict[tuple[str, int, int], float] = {}
 
-    def seconds(self, env_id: str, copies: int, steps: int, seed: int) -> float:
-        """Wall time of one compiled rollout (compiling first if needed)."""
+    def seconds(self, env_id: str, copies: int, steps: int, seed: int) -> dict[str, float]:
+        """Wall and process CPU time of one compiled rollout (compiling first if needed)."""
         config = (env_id, copies, steps)
         if config not in self._compiled:
             env, params = self._make_env(env_id)
@@ -120,9 +120,9 @@ class Timer:
             self._compiled[config] = fn
         fn = self._compiled[config]
         key = jax.random.key(seed)
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         jax.block_until_ready(fn(key))
-        return time.perf_counter() - start
+        return {"wall": time.perf_counter() - start, "cpu": time.process_time() - start_cpu}
 
 
 def _worker() -> None:
@@ -132,14 +132,14 @@ def _worker() -> None:
     import gymnax
 
     timer = Timer(lambda env_id: gymnax.make(env_id))
-    print(json.dumps({"ready": True, "gymnax": version("gymnax"), "jax": jax.__version__}))
+    print(json.dumps({"gymnax": version("gymnax"), "jax": jax.__version__}))
     sys.stdout.flush()
     for line in sys.stdin:
         request = json.loads(line)
         try:
             config = (request["env"], request["copies"], request["steps"])
             seconds = timer.seconds(*config, seed=request["seed"])
-            reply = {"seconds": seconds, "compile_seconds": timer.compile_seconds[config]}
+            reply = {**seconds, "compile_seconds": timer.compile_seconds[config]}
         except Exception as err:  # reported back, the run goes on
             reply = {"error": f"{type(err).__name__}: {err}"}
         print(json.dumps(reply))
@@ -181,6 +181,7 @@ class GymnaxWorker:
         return json.loads(line)
 
     def seconds(self, env_id: str, copies: int, steps: int, seed: int) -> dict[str, Any]:
+        """The worker's timing reply (`wall`, `cpu`, `compile_seconds`) or `error`."""
         request = {"env": env_id, "copies": copies, "steps": steps, "seed": seed}
         self._proc.stdin.write(json.dumps(request) + "\n")
         self._proc.stdin.flush()
@@ -191,8 +192,11 @@ class GymnaxWorker:
         self._proc.wait(timeout=60)
 
 
-def gymnasium_steps_per_second(env_id: str, copies: int, steps: int, repeats: int) -> float:
+def gymnasium_steps_per_second(
+    env_id: str, copies: int, steps: int, repeats: int, clock: str = "wall"
+) -> float:
     """Median steps/s of gymnasium's SyncVectorEnv (SAME_STEP autoreset), random actions."""
+    timer = time.perf_counter if clock == "wall" else time.process_time
     import gymnasium
     from gymnasium.vector import AutoresetMode
 
@@ -206,10 +210,10 @@ def gymnasium_steps_per_second(env_id: str, copies: int, steps: int, repeats: in
     venv.action_space.seed(0)
     rates = []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = timer()
         for _ in range(steps):
             venv.step(venv.action_space.sample())
-        rates.append(copies * steps / (time.perf_counter() - start))
+        rates.append(copies * steps / (timer() - start))
     venv.close()
     return statistics.median(rates)
 
@@ -258,38 +262,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rows = []
     for env_id in env_ids:
         for copies in args.copies:
-            row: dict[str, Any] = {"env": env_id, "copies": copies, "steps": args.steps}
-            in_gymnax = gymnax is not None and env_id in GYMNAX_IDS
-            ours_s, gymnax_s = [], []
-            for r in range(args.repeats):
-                ours_s.append(ours.seconds(env_id, copies, args.steps, seed=r + 1))
-                if in_gymnax:
-                    reply = gymnax.seconds(env_id, copies, args.steps, seed=r + 1)
-                    if "error" in reply:
-                        row["gymnax_error"] = reply["error"]
-                        in_gymnax = False
-                    else:
-                        gymnax_s.append(reply["seconds"])
-                        row["gymnax_compile_seconds"] = reply["compile_seconds"]
-            n = copies * args.steps
-            row["jaxrl_steps_per_s"] = n / statistics.median(ours_s)
-            row["jaxrl_compile_seconds"] = ours.compile_seconds[(env_id, copies, args.steps)]
-            row["jaxrl_seconds"] = ours_s
-            if gymnax_s:
-                row["gymnax_steps_per_s"] = n / statistics.median(gymnax_s)
-                row["gymnax_seconds"] = gymnax_s
-                row["ratio_vs_gymnax"] = row["jaxrl_steps_per_s"] / row["gymnax_steps_per_s"]
-            else:
-                row["gymnax_steps_per_s"] = "n/a" if env_id not in GYMNAX_IDS else "skipped"
-            if env_id in GYMNASIUM_IDS and not args.no_gymnasium:
-                if copies <= args.gymnasium_max_copies:
-                    rate = gymnasium_steps_per_second(env_id, copies, args.steps, args.repeats)
-                    row["gymnasium_steps_per_s"] = rate
-                    row["ratio_vs_gymnasium"] = row["jaxrl_steps_per_s"] / rate
-                else:
-                    row["gymnasium_steps_per_s"] = "skipped"
-            else:
-                row["gymnasium_steps_per_s"] = "n/a" if env_id not in GYMNASIUM_IDS else "skipped"
+            row = _measure(env_id, copies, args, ours, gymnax)
             rows.append(row)
             _print_row(row)
     if gymnax is not None:
@@ -299,6 +272,50 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "unavailable": missing,
         "results": rows,
     }
+
+
+def _rates(n: int, timings: list[dict[str, float]]) -> dict[str, float]:
+    """Steps/s from the median wall and CPU time of the repeats."""
+    return {clock: n / statistics.median(t[clock] for t in timings) for clock in ("wall", "cpu")}
+
+
+def _measure(
+    env_id: str, copies: int, args: argparse.Namespace, ours: Timer, gymnax: Any
+) -> dict[str, Any]:
+    """One table row: jaxrl and gymnax timed alternately, then gymnasium."""
+    row: dict[str, Any] = {"env": env_id, "copies": copies, "steps": args.steps}
+    in_gymnax = gymnax is not None and env_id in GYMNAX_IDS
+    ours_t, gymnax_t = [], []
+    for r in range(args.repeats):
+        ours_t.append(ours.seconds(env_id, copies, args.steps, seed=r + 1))
+        if in_gymnax:
+            reply = gymnax.seconds(env_id, copies, args.steps, seed=r + 1)
+            if "error" in reply:
+                row["gymnax_error"], in_gymnax = reply["error"], False
+            else:
+                gymnax_t.append(reply)
+                row["gymnax_compile_seconds"] = reply.pop("compile_seconds")
+    n = copies * args.steps
+    rates = _rates(n, ours_t)
+    row["jaxrl_steps_per_s"] = rates[args.clock]
+    row["jaxrl_steps_per_s_by_clock"] = rates
+    row["jaxrl_compile_seconds"] = ours.compile_seconds[(env_id, copies, args.steps)]
+    row["jaxrl_timings"] = ours_t
+    if gymnax_t:
+        rates = _rates(n, gymnax_t)
+        row["gymnax_steps_per_s"] = rates[args.clock]
+        row["gymnax_steps_per_s_by_clock"] = rates
+        row["gymnax_timings"] = gymnax_t
+        row["ratio_vs_gymnax"] = row["jaxrl_steps_per_s"] / row["gymnax_steps_per_s"]
+    else:
+        row["gymnax_steps_per_s"] = "n/a" if env_id not in GYMNAX_IDS else "skipped"
+    if env_id in GYMNASIUM_IDS and not args.no_gymnasium and copies <= args.gymnasium_max_copies:
+        rate = gymnasium_steps_per_second(env_id, copies, args.steps, args.repeats, args.clock)
+        row["gymnasium_steps_per_s"] = rate
+        row["ratio_vs_gymnasium"] = row["jaxrl_steps_per_s"] / rate
+    else:
+        row["gymnasium_steps_per_s"] = "n/a" if env_id not in GYMNASIUM_IDS else "skipped"
+    return row
 
 
 _HEADER = (
@@ -334,6 +351,8 @@ def _meta(args: argparse.Namespace, gymnax_info: dict[str, Any] | None) -> dict[
         "copies": args.copies,
         "repeats": args.repeats,
         "statistic": "median of repeats",
+        "clock": args.clock,
+        "note": args.note,
         "jax": jax.__version__,
         "backend": jax.default_backend(),
         "devices": [str(d) for d in jax.devices()],
@@ -357,6 +376,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--gymnasium-max-copies", type=int, default=64, help="largest gymnasium batch to time"
     )
+    parser.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="time the table reports: wall clock, or this process's CPU time (steadier on a "
+        "loaded machine); the JSON records both",
+    )
+    parser.add_argument("--note", default="", help="free text stored in the JSON")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 

@@ -75,11 +75,13 @@ class EnvParams:
 
     max_steps_in_episode: int = 1000
 
-    def __post_init__(self) -> None:
-        self.validate()
-
     def validate(self) -> None:
-        """Checks concrete field values. Subclasses extend it and call `super()`."""
+        """Checks concrete field values. Subclasses extend it and call `super()`.
+
+        Called by `make` and by `reset`/`step` (where it costs nothing: traced
+        fields are skipped). Not called on construction, because JAX rebuilds
+        params with placeholder leaves (e.g. `vmap` `in_axes` trees).
+        """
         require(self, "max_steps_in_episode", lambda v: v > 0, "a positive integer")
 
 
@@ -105,6 +107,7 @@ class Environment(Generic[TState, TParams]):
     def reset(self, key: jax.Array, params: TParams | None = None) -> tuple[Any, TState]:
         """Starts a new episode: returns `(obs, state)`."""
         params = self.default_params if params is None else params
+        _validate(params)
         return self.reset_env(key, params)
 
     def step(
@@ -125,6 +128,7 @@ class Environment(Generic[TState, TParams]):
         can be true at once, as in gymnasium; `terminated` takes precedence.
         """
         params = self.default_params if params is None else params
+        _validate(params)
         spaces.check_action(self.action_space(params), action, self.name)
         key_step, key_reset = jax.random.split(key)
         obs_step, state_step, reward, terminated, info = self.step_env(
@@ -179,6 +183,13 @@ class Environment(Generic[TState, TParams]):
 
     def __repr__(self) -> str:
         return f"{self.name}()"
+
+
+def _validate(params: Any) -> None:
+    """Runs `params.validate()` when the params define it (adapted envs may not)."""
+    validate = getattr(params, "validate", None)
+    if callable(validate):
+        validate()
 
 
 def _select(pred: jax.Array, on_true: Any, on_false: Any) -> Any:

@@ -131,7 +131,8 @@ def make(env_id: str, **overrides: Any) -> tuple[Environment, EnvParams]:
         )
     param_values.update({k: v for k, v in overrides.items() if k in field_names})
     if param_values:
-        params = params.replace(**param_values)  # re-runs validation (__post_init__)
+        params = params.replace(**param_values)
+    params.validate()
     return env, params
 
 

@@ -533,19 +533,33 @@ class ClipAction(Wrapper):
 
     The outer action space reports the same bounds (it is what the policy
     should aim for); any real-valued action of the right shape is accepted and
-    clipped before it reaches the environment.
+    clipped before it reaches the environment. The bounds are those of
+    `action_space(params)` for the params passed to `step`; when the params
+    are traced (e.g. `vmap`ped for domain randomisation) they cannot be read
+    while tracing, and the bounds of `default_params` are used instead.
     """
 
     def __init__(self, env: Environment):
         super().__init__(env)
-        _box_or_raise(env.action_space(env.default_params), "ClipAction", "action")
+        self._default_space = _box_or_raise(
+            env.action_space(env.default_params), "ClipAction", "action"
+        )
 
     def wrapped_step(
         self, key: jax.Array, state: Any, action: jax.Array, params: Any, truncate: Any
     ) -> StepResult:
-        space = self._env.action_space(params)
+        space = _space_at(self._env.action_space, params, self._default_space)
         clipped = jnp.clip(action, space.low, space.high).astype(space.dtype)
         return super().wrapped_step(key, state, clipped, params, truncate)
+
+
+def _space_at(space_fn: Any, params: Any, fallback: spaces.Space) -> spaces.Space:
+    """`space_fn(params)` evaluated eagerly while tracing, or `fallback` if params are traced."""
+    try:
+        with jax.ensure_compile_time_eval():
+            return space_fn(params)
+    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+        return fallback
 
 
 # --------------------------------------------------------------------------- observation shape
@@ -598,8 +612,15 @@ class FlattenObservation(Wrapper):
     """Flattens observations into one vector (Discrete parts one-hot, as gymnasium).
 
     Dict sub-observations are concatenated in the space's key order.
-    `info["final_observation"]` is flattened too.
+    `info["final_observation"]` is flattened too. The layout comes from the
+    observation space at `default_params` (shapes are static structure).
     """
+
+    def __init__(self, env: Environment):
+        super().__init__(env)
+        self._inner_space = env.observation_space(env.default_params)
+        self._dtype = _flat_dtype(self._inner_space)
+        _flat_size(self._inner_space)  # fails early on unsupported spaces
 
     def observation_space(self, params: Any) -> spaces.Box:
         inner = self._env.observation_space(params)
@@ -607,8 +628,7 @@ class FlattenObservation(Wrapper):
         return spaces.Box(low, high, (_flat_size(inner),), _flat_dtype(inner))
 
     def _flat(self, obs: Any, params: Any) -> jax.Array:
-        inner = self._env.observation_space(params)
-        return _flatten(inner, obs, _flat_dtype(inner))
+        return _flatten(self._inner_space, obs, self._dtype)
 
     def wrapped_reset(self, key: jax.Array, params: Any, options: Options) -> tuple[Any, Any]:
         obs, state = super().wrapped_reset(key, params, options)

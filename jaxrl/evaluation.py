@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import pathlib
 from typing import Any
@@ -13,6 +14,7 @@ import numpy as np
 from jaxrl import algorithms
 from jaxrl import config as cfg
 from jaxrl.training.checkpoint import Checkpointer
+from jaxrl.training.driver import init_agents
 
 
 def evaluate(algo: Any, state: Any, key: jax.Array, num_episodes: int = 10,
@@ -76,8 +78,9 @@ def load_run(run_dir: str | pathlib.Path) -> tuple[Any, Any, dict[str, Any]]:
     num_agents = len(grid) * run["num_seeds"]
     keys = jnp.stack([jax.random.key(0)] * num_agents)
     hparams = jax.tree.map(lambda *xs: jnp.stack(xs), *[algo.hyperparams(**p) for p in grid for _ in range(run["num_seeds"])])
-    target = jax.jit(jax.vmap(algo.init))(keys, hparams)
-    checkpointer = Checkpointer(run_dir / "checkpoints", read_only=True)  # the run may still be training
+    target = jax.jit(functools.partial(init_agents, algo))(keys, hparams)
+    # Read-only: the run may still be training (its unfinished save must survive).
+    checkpointer = Checkpointer(run_dir / "checkpoints", read_only=True)
     try:
         restored = checkpointer.restore_latest(target)
     finally:

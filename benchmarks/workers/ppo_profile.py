@@ -1,20 +1,15 @@
 """Per-update profile of one PPO iteration, jaxrl or rejax (run by ppo_throughput.py --profile).
 
-    python ppo_profile.py '{"lib": "jaxrl", "seeds": 64, "iters": 20, "variants": ["base"]}'
+    python ppo_profile.py '{"lib": "jaxrl", "seeds": 64, "iters": 20, "variant": "base"}'
 
 Runs in the project venv for jaxrl and in benchmarks/.venvs/rejax for rejax
-(the file imports only what `lib` needs). For each variant, it jits
+(the file imports only what `lib` needs). It jits
 `vmap(update)` (one full PPO iteration: rollout + GAE + epochs) and
 `vmap(rollout)` (the 128-step collection alone), records the compiled HLO's
 op counts and XLA's cost analysis, and times `iters` calls of each after a
 warm-up. Prints ONE JSON line.
 
-jaxrl variants (monkeypatches of a copy of the rollout, not of the repo):
-  base            the code as it is
-  fused_bootstrap one critic forward on concat(obs, final_observation) instead of
-                  two separate network calls (same maths)
-  no_bootstrap    no truncation-bootstrap critic pass at all (changes the maths;
-                  an upper bound of what that pass costs)
+jaxrl `variant`: see _jaxrl_variants.py (patched into this process only).
 """
 
 from __future__ import annotations
@@ -37,11 +32,28 @@ def hlo_stats(compiled) -> dict:
         cost = compiled.cost_analysis()
         if isinstance(cost, list):
             cost = cost[0]
-        cost = {k: float(v) for k, v in (cost or {}).items() if k in ("flops", "bytes accessed", "transcendentals")}
+        cost = {
+            k: float(v)
+            for k, v in (cost or {}).items()
+            if k in ("flops", "bytes accessed", "transcendentals")
+        }
     except Exception as err:  # noqa: BLE001 - best effort
         cost = {"error": str(err)}
-    keep = ("fusion", "dot", "while", "conditional", "custom-call", "rng-bit-generator",
-            "sort", "gather", "scatter", "call", "copy", "dynamic-slice", "dynamic-update-slice")
+    keep = (
+        "fusion",
+        "dot",
+        "while",
+        "conditional",
+        "custom-call",
+        "rng-bit-generator",
+        "sort",
+        "gather",
+        "scatter",
+        "call",
+        "copy",
+        "dynamic-slice",
+        "dynamic-update-slice",
+    )
     return {
         "hlo_lines": len(text.splitlines()),
         "hlo_instructions": sum(ops.values()),
@@ -81,31 +93,54 @@ def profile(update, rollout, state, iters: int) -> dict:
 def run_jaxrl(args: dict) -> dict:
     import jax
     import jax.numpy as jnp
+    from _jaxrl_variants import install  # benchmarks/workers/_jaxrl_variants.py
 
     import jaxrl  # noqa: F401
     from jaxrl.algorithms.ppo import train as ppo_train
     from jaxrl.algorithms.ppo.config import PPOConfig
 
-    from _jaxrl_variants import make_variant  # benchmarks/workers/_jaxrl_variants.py
-
     seeds = int(args.get("seeds", 64))
     iters = int(args.get("iters", 20))
     config = PPOConfig(env="CartPole-v1")
     results = {}
-    for variant in args.get("variants", ["base"]):
-        algo = make_variant(ppo_train.make(config), variant)
-        keys = jax.random.split(jax.random.key(0), seeds)
-        hparams = jax.tree.map(lambda *xs: jnp.stack(xs), *[algo.hyperparams() for _ in range(seeds)])
-        state = jax.jit(jax.vmap(algo.init))(keys, hparams)
-        update = jax.vmap(algo.update)
-        rollout = jax.vmap(lambda s: algo._rollout(s)[:2])  # keep the transitions live
-        results[variant] = profile(update, rollout, state, iters)
+    variant = args.get("variant", "base")
+    install(variant)
+    algo = ppo_train.make(config)
+    keys = jax.random.split(jax.random.key(0), seeds)
+    hparams = jax.tree.map(lambda *xs: jnp.stack(xs), *[algo.hyperparams() for _ in range(seeds)])
+    state = jax.jit(jax.vmap(algo.init))(keys, hparams)
+    update = jax.vmap(algo.update)
+    rollout = jax.vmap(lambda s: algo._rollout(s)[:2])  # keep the transitions live
+    results[variant] = profile(update, rollout, state, iters)
+    if args.get("chunk"):
+        # The driver's run_chunk: scan of K updates, each behind lax.cond (skip past the end),
+        # against the same scan without the cond. Per-update milliseconds.
+        k = int(args["chunk"])
+        metrics_shape = jax.eval_shape(update, state)[1]
+
+        def with_cond(s):
+            def body(s, i):
+                skip = lambda s: (
+                    s,
+                    jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), metrics_shape),
+                )
+                return jax.lax.cond(i < 10**9, update, skip, s)
+
+            return jax.lax.scan(body, s, jnp.arange(k))
+
+        def without_cond(s):
+            return jax.lax.scan(lambda s, i: update(s), s, jnp.arange(k))
+
+        for name, fn in (("chunk_cond", with_cond), ("chunk_nocond", without_cond)):
+            compiled = jax.jit(fn).lower(state).compile()
+            wall, cpu = time_calls(compiled, state, max(2, iters // k))
+            results[variant][f"{name}_ms"] = 1e3 * wall / k
+            results[variant][f"{name}_cpu_ms"] = 1e3 * cpu / k
     return {"lib": "jaxrl", "seeds": seeds, "jax_version": jax.__version__, "variants": results}
 
 
 def run_rejax(args: dict) -> dict:
     import jax
-
     from rejax_ppo import make_algo  # benchmarks/workers/rejax_ppo.py
 
     seeds = int(args.get("seeds", 64))
@@ -114,8 +149,12 @@ def run_rejax(args: dict) -> dict:
     state = jax.jit(jax.vmap(algo.init_state))(jax.random.split(jax.random.PRNGKey(0), seeds))
     update = jax.vmap(lambda ts: (algo.train_iteration(ts), None))
     rollout = jax.vmap(algo.collect_trajectories)
-    return {"lib": "rejax", "seeds": seeds, "jax_version": jax.__version__,
-            "variants": {"base": profile(update, rollout, state, iters)}}
+    return {
+        "lib": "rejax",
+        "seeds": seeds,
+        "jax_version": jax.__version__,
+        "variants": {"base": profile(update, rollout, state, iters)},
+    }
 
 
 if __name__ == "__main__":

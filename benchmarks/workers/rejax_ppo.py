@@ -22,6 +22,8 @@ call `train` makes at the end). `mode="train"` times rejax's full
 `algo.train` instead (its one end-of-training evaluation included) to
 quantify that overhead.
 
+`cpu_*` fields are process CPU seconds (all threads) over the same regions.
+
 Keep this file free of jaxrl imports: it runs in another virtualenv.
 """
 
@@ -46,7 +48,7 @@ def make_algo(total_steps: int, anneal_lr: bool = True):
         # minibatch, so this is PureJaxRL's linear annealing to 0.
         lr = optax.linear_schedule(lr, 0.0, num_updates * num_epochs * num_minibatches)
     algo = PPO.create(
-        env="CartPole-v1",                 # gymnax CartPole-v1
+        env="CartPole-v1",  # gymnax CartPole-v1
         num_envs=num_envs,
         num_steps=num_steps,
         num_epochs=num_epochs,
@@ -54,14 +56,14 @@ def make_algo(total_steps: int, anneal_lr: bool = True):
         learning_rate=lr,
         gamma=0.99,
         gae_lambda=0.95,
-        clip_eps=0.2,                      # also rejax's value-clipping range
+        clip_eps=0.2,  # also rejax's value-clipping range
         ent_coef=0.01,
         vf_coef=0.5,
-        max_grad_norm=0.5,                 # NB: rejax applies optax.clip (per element), not global-norm
+        max_grad_norm=0.5,  # NB: rejax applies optax.clip (per element), not global-norm
         normalize_observations=False,
         normalize_rewards=False,
         total_timesteps=total_steps,
-        eval_freq=total_steps,             # one evaluation, at the very end
+        eval_freq=total_steps,  # one evaluation, at the very end
         skip_initial_evaluation=True,
         agent_kwargs={"activation": "tanh", "hidden_layer_sizes": (64, 64)},
     )
@@ -75,13 +77,17 @@ def main(args: dict) -> dict:
 
     seeds = int(args.get("seeds", 1))
     mode = args.get("mode", "train_only")
-    algo, num_updates, total_steps = make_algo(int(args["total_steps"]), args.get("anneal_lr", True))
+    algo, num_updates, total_steps = make_algo(
+        int(args["total_steps"]), args.get("anneal_lr", True)
+    )
 
     if mode == "train_only":
+
         def one_seed(key):
             ts = algo.init_state(key)
             return jax.lax.fori_loop(0, num_updates, lambda _, ts: algo.train_iteration(ts), ts)
     elif mode == "train":
+
         def one_seed(key):
             return algo.train(key)[0]
     else:
@@ -93,13 +99,13 @@ def main(args: dict) -> dict:
     else:
         fn, keys = jax.vmap(one_seed), jax.random.split(base, seeds)
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     compiled = jax.jit(fn).lower(keys).compile()
-    compile_seconds = time.perf_counter() - t0
+    compile_seconds, compile_cpu = time.perf_counter() - t0, time.process_time() - c0
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     ts = jax.block_until_ready(compiled(keys))
-    train_seconds = time.perf_counter() - t0
+    train_seconds, train_cpu = time.perf_counter() - t0, time.process_time() - c0
 
     # Final return: rejax's own end-of-training evaluation (untimed).
     n_eval = int(args.get("eval_episodes", 128))
@@ -127,6 +133,9 @@ def main(args: dict) -> dict:
         "train_seconds": train_seconds,
         "steps_per_second": total_steps * seeds / train_seconds,
         "compile_seconds": compile_seconds,
+        "cpu_train_seconds": train_cpu,
+        "cpu_steps_per_second": total_steps * seeds / train_cpu,
+        "cpu_compile_seconds": compile_cpu,
         "eval_return_mean": float(per_seed.mean()),
         "eval_return_per_seed": [float(x) for x in per_seed],
         "train_return_mean": None,  # rejax does not track training episodes

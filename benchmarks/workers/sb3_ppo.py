@@ -14,6 +14,7 @@ Returns: `eval_return_mean` is the mean undiscounted return of
 (`evaluate_policy(deterministic=False)`), the same protocol as rejax's built-in
 evaluation; `train_return_mean` is SB3's own `rollout/ep_rew_mean`, the mean
 of the last 100 training episodes (Monitor wrapper).
+`cpu_*` fields are process CPU seconds over the same region.
 Keep this file free of jaxrl imports: it runs in another virtualenv.
 """
 
@@ -36,43 +37,48 @@ def main(args: dict) -> dict:
 
     seed = int(args.get("seed", 0))
     total_steps = int(args["total_steps"])
-    if args.get("torch_threads"):
-        torch.set_num_threads(int(args["torch_threads"]))
+    # One intra-op thread by default: the networks are tiny (64-64 MLP, batch
+    # <= 128), and on a shared 2-core machine torch's second thread mostly
+    # waits at barriers (seen here: 22 steps/s with 2 threads under load).
+    torch.set_num_threads(int(args.get("torch_threads", 1)))
     lr = 2.5e-4
     env = make_vec_env("CartPole-v1", n_envs=4, seed=seed, vec_env_cls=DummyVecEnv)
     model = PPO(
         "MlpPolicy",
         env,
-        n_steps=128,                      # num_steps
-        batch_size=128,                   # minibatch size = 4 * 128 / num_minibatches(4)
-        n_epochs=4,                       # update_epochs
+        n_steps=128,  # num_steps
+        batch_size=128,  # minibatch size = 4 * 128 / num_minibatches(4)
+        n_epochs=4,  # update_epochs
         learning_rate=lambda progress_remaining: lr * progress_remaining,  # anneal_lr
         gamma=0.99,
         gae_lambda=0.95,
         clip_range=0.2,
-        clip_range_vf=0.2,                # PureJaxRL / jaxrl clip the value loss with clip_eps
-        normalize_advantage=True,         # per minibatch, as PureJaxRL
+        clip_range_vf=0.2,  # PureJaxRL / jaxrl clip the value loss with clip_eps
+        normalize_advantage=True,  # per minibatch, as PureJaxRL
         ent_coef=0.01,
         vf_coef=0.5,
         max_grad_norm=0.5,
         policy_kwargs=dict(
             net_arch=dict(pi=[64, 64], vf=[64, 64]),  # separate actor and critic MLPs
             activation_fn=torch.nn.Tanh,
-            ortho_init=True,              # SB3 default: orthogonal, gains sqrt(2) / 0.01 / 1
+            ortho_init=True,  # SB3 default: orthogonal, gains sqrt(2) / 0.01 / 1
         ),
         device="cpu",
         seed=seed,
         verbose=0,
     )
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     model.learn(total_timesteps=total_steps, progress_bar=False)
-    train_seconds = time.perf_counter() - t0
+    train_seconds, train_cpu = time.perf_counter() - t0, time.process_time() - c0
     steps_done = int(model.num_timesteps)
     train_returns = [ep["r"] for ep in model.ep_info_buffer]
     eval_env = gym.make("CartPole-v1")
     eval_returns, _ = evaluate_policy(
-        model, eval_env, n_eval_episodes=int(args.get("eval_episodes", 128)),
-        deterministic=False, return_episode_rewards=True,
+        model,
+        eval_env,
+        n_eval_episodes=int(args.get("eval_episodes", 128)),
+        deterministic=False,
+        return_episode_rewards=True,
     )
     return {
         "library": "sb3",
@@ -85,6 +91,9 @@ def main(args: dict) -> dict:
         "train_seconds": train_seconds,
         "steps_per_second": steps_done / train_seconds,
         "compile_seconds": 0.0,
+        "cpu_train_seconds": train_cpu,
+        "cpu_steps_per_second": steps_done / train_cpu,
+        "cpu_compile_seconds": 0.0,
         "eval_return_mean": float(np.mean(eval_returns)),
         "eval_return_per_seed": [float(np.mean(eval_returns))],
         "train_return_mean": float(np.mean(train_returns)) if train_returns else None,

@@ -222,7 +222,8 @@ class JaxToGymnasiumVectorEnv(VectorEnv):
         )
         done = np.logical_or(terminated, truncated)
         infos = _vector_infos(info, final_obs, done)
-        return obs, reward, terminated, truncated, infos
+        # float64 rewards, as gymnasium's own vector envs return.
+        return obs, reward.astype(np.float64), terminated, truncated, infos
 
     def render(self) -> None:
         return None

@@ -154,16 +154,18 @@ def _dsdt(s: jax.Array, torque: jax.Array, params: AcrobotParams) -> jax.Array:
     i1 = i2 = params.link_moi
     g = params.gravity
     theta1, theta2, dtheta1, dtheta2 = s[0], s[1], s[2], s[3]
-    d1 = m1 * lc1**2 + m2 * (l1**2 + lc2**2 + 2 * l1 * lc2 * jnp.cos(theta2)) + i1 + i2
-    d2 = m2 * (lc2**2 + l1 * lc2 * jnp.cos(theta2)) + i2
-    phi2 = m2 * lc2 * g * jnp.cos(theta1 + theta2 - math.pi / 2.0)
+    # Each sine/cosine is computed once (gymnasium writes cos(x - pi/2) for sin(x)).
+    cos2, sin2 = jnp.cos(theta2), jnp.sin(theta2)
+    d1 = m1 * lc1**2 + m2 * (l1**2 + lc2**2 + 2 * l1 * lc2 * cos2) + i1 + i2
+    d2 = m2 * (lc2**2 + l1 * lc2 * cos2) + i2
+    phi2 = m2 * lc2 * g * jnp.sin(theta1 + theta2)
     phi1 = (
-        -m2 * l1 * lc2 * dtheta2**2 * jnp.sin(theta2)
-        - 2 * m2 * l1 * lc2 * dtheta2 * dtheta1 * jnp.sin(theta2)
-        + (m1 * lc1 + m2 * l1) * g * jnp.cos(theta1 - math.pi / 2)
+        -m2 * l1 * lc2 * dtheta2**2 * sin2
+        - 2 * m2 * l1 * lc2 * dtheta2 * dtheta1 * sin2
+        + (m1 * lc1 + m2 * l1) * g * jnp.sin(theta1)
         + phi2
     )
-    ddtheta2 = (torque + d2 / d1 * phi1 - m2 * l1 * lc2 * dtheta1**2 * jnp.sin(theta2) - phi2) / (
+    ddtheta2 = (torque + d2 / d1 * phi1 - m2 * l1 * lc2 * dtheta1**2 * sin2 - phi2) / (
         m2 * lc2**2 + i2 - d2**2 / d1
     )
     ddtheta1 = -(d2 * ddtheta2 + phi1) / d1

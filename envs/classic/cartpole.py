@@ -98,14 +98,10 @@ class CartPole(Environment[CartPoleState, CartPoleParams]):
         return jnp.stack([state.x, state.x_dot, state.theta, state.theta_dot]).astype(jnp.float32)
 
     def observation_space(self, params: CartPoleParams) -> spaces.Box:
-        # Bounds as gymnasium's: twice the termination thresholds, velocities unbounded.
+        # Bounds as gymnasium's: twice the termination thresholds, velocities unbounded
+        # (infinite, so that `sample` draws them from a normal instead of overflowing).
         high = jnp.array(
-            [
-                params.x_threshold * 2,
-                jnp.finfo(jnp.float32).max,
-                params.theta_threshold_radians * 2,
-                jnp.finfo(jnp.float32).max,
-            ]
+            [params.x_threshold * 2, jnp.inf, params.theta_threshold_radians * 2, jnp.inf]
         )
         return spaces.Box(-high, high, (4,), jnp.float32)
 

@@ -25,6 +25,7 @@ limit is one step past the answer, so it never binds; an override of
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import jax
@@ -52,8 +53,9 @@ class MemoryChain(Environment[MemoryChainState, MemoryChainParams]):
     """Answer at the last step with the cue shown at the first. See the module docstring."""
 
     def __init__(self, memory_length: int = 5) -> None:
-        if not isinstance(memory_length, int) or isinstance(memory_length, bool):
+        if not isinstance(memory_length, numbers.Integral) or isinstance(memory_length, bool):
             raise TypeError(f"MemoryChain: memory_length must be an int, got {memory_length!r}")
+        memory_length = int(memory_length)
         if memory_length < 1:
             raise ValueError(
                 f"MemoryChain: memory_length = {memory_length} is invalid: must be at least 1"

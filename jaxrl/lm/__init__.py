@@ -8,6 +8,14 @@ from jaxrl.lm.checkpoint import from_pretrained, save_pretrained
 from jaxrl.lm.config import SUPPORTED_MODEL_TYPES, ModelConfig
 from jaxrl.lm.lora import LoRAConfig, apply_lora, init_lora, load_lora, merge_lora, save_lora
 from jaxrl.lm.model import KVCache, Transformer, init_cache, lm_head_weight
+from jaxrl.lm.sampling import (
+    SampleOutput,
+    generate,
+    sample_logits,
+    token_logprobs,
+    top_k_filter,
+    top_p_filter,
+)
 from jaxrl.lm.sharding import (
     DEFAULT_RULES,
     batch_sharding,
@@ -15,6 +23,14 @@ from jaxrl.lm.sharding import (
     make_mesh,
     param_shardings,
     shard_params,
+)
+from jaxrl.lm.tokenizer import (
+    CharTokenizer,
+    HFTokenizer,
+    Tokenizer,
+    decode_completions,
+    encode_batch_left_padded,
+    load_tokenizer,
 )
 
 __all__ = [
@@ -38,4 +54,18 @@ __all__ = [
     "save_lora",
     "save_pretrained",
     "shard_params",
+    # sampling.py
+    "SampleOutput",
+    "generate",
+    "sample_logits",
+    "token_logprobs",
+    "top_k_filter",
+    "top_p_filter",
+    # tokenizer.py
+    "CharTokenizer",
+    "HFTokenizer",
+    "Tokenizer",
+    "decode_completions",
+    "encode_batch_left_padded",
+    "load_tokenizer",
 ]

@@ -51,12 +51,14 @@ class Checkpointer:
 
     def __init__(self, directory: str | pathlib.Path, keep: int = 3, read_only: bool = False):
         self.directory = pathlib.Path(directory).absolute()
+        self.read_only = read_only
         if read_only:
             # For readers (evaluation): never create, delete or clean up anything,
             # in particular not the temporary directory of a save in progress.
+            # (Not orbax's `read_only`, which logs warnings on every use.)
             options = ocp.CheckpointManagerOptions(
-                read_only=True, max_to_keep=None, create=False, save_interval_steps=0,
-                enable_async_checkpointing=False, cleanup_tmp_directories=False,
+                max_to_keep=None, create=False, enable_async_checkpointing=False,
+                cleanup_tmp_directories=False,
             )
         else:
             options = ocp.CheckpointManagerOptions(
@@ -78,6 +80,8 @@ class Checkpointer:
 
     def save(self, step: int, state: Any, meta: dict[str, Any]) -> None:
         """Saves `state` at `step` (an update count) with a fingerprint in `meta`."""
+        if self.read_only:
+            raise RuntimeError(f"{self.directory}: this Checkpointer is read-only")
         meta = {**meta, "fingerprint": tree_fingerprint(state), "step": int(step)}
         if int(step) in self.steps():
             # Only a checkpoint skipped as damaged on resume can be in the way

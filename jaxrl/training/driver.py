@@ -17,6 +17,7 @@ executes exactly the same sequence of programs as an uninterrupted one.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import math
@@ -139,7 +140,7 @@ def train(algorithm: str, config: Any, run: RunConfig) -> TrainResult:
     )
     abstract = jax.eval_shape(jax.vmap(algo.init), keys, hparams)
     shardings = mesh_lib.state_sharding(abstract, mesh, num_agents, config.num_envs, algo.ENV_FIELDS)
-    init_fn = jax.jit(jax.vmap(algo.init), out_shardings=shardings)
+    init_fn = jax.jit(functools.partial(init_agents, algo), out_shardings=shardings)
     state = init_fn(keys, hparams)
 
     host_readable, reshard = _host_transfer_fns(mesh, shardings)
@@ -243,6 +244,18 @@ def train(algorithm: str, config: Any, run: RunConfig) -> TrainResult:
 
 
 # ---------------------------------------------------------------------------- helpers
+def init_agents(algo: Any, keys: jax.Array, hparams: Any) -> Any:
+    """Initial states of all agents, stacked on a leading axis.
+
+    `lax.map` (a loop) rather than `vmap`: initialisation runs once, and on
+    jaxlib 0.10.2's CPU backend a vmapped GRU initialisation deadlocks at run
+    time (reproduced with recurrent PPO; unbatched and looped inits are fine).
+    A loop also makes each agent's initial state bit-identical to a run with
+    a single seed.
+    """
+    return jax.lax.map(lambda args: algo.init(*args), (keys, hparams))
+
+
 def _host_transfer_fns(mesh, shardings):
     """`(host_readable, reshard)` for checkpoints and the summary's fingerprint.
 
@@ -346,7 +359,9 @@ def _final_returns(history: list[dict[str, Any]], num_updates: int, num_agents: 
     if not rows:
         return np.full((num_agents,), np.nan)
     counts = np.asarray([r["episodes"] for r in rows], dtype=np.float64)
-    returns = np.asarray([[0.0 if v is None else v for v in r["episode_return"]] for r in rows], dtype=np.float64)
+    returns = np.asarray(
+        [[0.0 if v is None else v for v in r["episode_return"]] for r in rows], dtype=np.float64
+    )
     with np.errstate(invalid="ignore", divide="ignore"):
         return (returns * counts).sum(0) / counts.sum(0)
 

@@ -44,6 +44,13 @@ def make_mesh(num_devices: int | None = None) -> Mesh:
                 f"(devices available: {len(devices)})"
             )
         devices = devices[:num_devices]
+        if len({d.process_index for d in devices}) < jax.process_count():
+            # A process without devices in the mesh could not take part in the run.
+            raise ValueError(
+                f"invalid num_devices={num_devices}: in a run of {jax.process_count()} processes "
+                f"the mesh must include devices of every process; leave num_devices unset "
+                f"(all {len(jax.devices())} devices)"
+            )
     return Mesh(np.asarray(devices), (DATA_AXIS,))
 
 

@@ -23,7 +23,9 @@ Two comparisons, both within 1e-4:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import sys
 import warnings
 from typing import Any
 
@@ -173,7 +175,12 @@ def compiled(env_id: str) -> tuple[Any, Any, Any, Any]:
 
     @jax.jit
     def batched_step(states: Any, actions: jax.Array) -> Any:
-        return jax.vmap(lambda s, a: env.step(key, s, a, params))(states, actions)
+        """`step` from each state, and the observation of each state before the step."""
+
+        def one(state: Any, action: jax.Array) -> Any:
+            return env.get_obs(state), env.step(key, state, action, params)
+
+        return jax.vmap(one)(states, actions)
 
     @jax.jit
     def rollout(state: Any, actions: jax.Array) -> Any:
@@ -200,18 +207,20 @@ def assert_close(name: str, ours: Any, theirs: Any, where: str) -> None:
 # ------------------------------------------------------------------ tests
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_one_step_parity_from_synced_state(env_id: str) -> None:
-    env, params, batched_step, _ = compiled(env_id)
+    _, params, batched_step, _ = compiled(env_id)
     horizon = params.max_steps_in_episode
     outcomes = set()
     for seed in SEEDS:
         ep = record_episode(env_id, seed)
         n, where = ep["length"], f"{env_id} seed {seed}"
-        assert_close(
-            "reset obs", env.get_obs(ep["initial_state"])[None], ep["reset_obs"][None], where
-        )
         states = jax.tree.map(lambda *xs: pad_to(np.stack(xs), horizon), *ep["state"])
         actions = jnp.asarray(pad_to(ep["action"], horizon))
-        _, next_state, reward, terminated, truncated, info = batched_step(states, actions)
+        obs_before, (_, next_state, reward, terminated, truncated, info) = batched_step(
+            states, actions
+        )
+        # Our observation of gymnasium's synced state: its reset obs, then each step's obs.
+        gym_obs_before = np.concatenate([ep["reset_obs"][None], ep["obs"][:-1]])
+        assert_close("observation of synced state", obs_before[:n], gym_obs_before, where)
         assert_close("observation", info["final_observation"][:n], ep["obs"], where)
         assert_close("reward", reward[:n], ep["reward"], where)
         np.testing.assert_array_equal(terminated[:n], ep["term"], err_msg=f"{where}: terminated")
@@ -284,14 +293,12 @@ def test_spaces_match_gymnasium(env_id: str) -> None:
     env, params, _, _ = compiled(env_id)
     gym_env = gym.make(env_id)
     obs_space = env.observation_space(params)
-    big = np.finfo(np.float32).max  # our stand-in for gymnasium's infinite bounds
-    np.testing.assert_allclose(
-        obs_space.low, np.nan_to_num(gym_env.observation_space.low, neginf=-big)
-    )
-    np.testing.assert_allclose(
-        obs_space.high, np.nan_to_num(gym_env.observation_space.high, posinf=big)
-    )
+    np.testing.assert_array_equal(obs_space.low, gym_env.observation_space.low)
+    np.testing.assert_array_equal(obs_space.high, gym_env.observation_space.high)
     assert obs_space.dtype == gym_env.observation_space.dtype
+    # Sampling the observation space gives valid observations (as in gymnasium).
+    samples = jax.jit(jax.vmap(obs_space.sample))(jax.random.split(jax.random.key(0), 64))
+    assert np.isfinite(samples).all() and bool(jax.vmap(obs_space.contains)(samples).all())
     action_space = env.action_space(params)
     if isinstance(action_space, spaces.Discrete):
         assert action_space.n == gym_env.action_space.n
@@ -300,3 +307,18 @@ def test_spaces_match_gymnasium(env_id: str) -> None:
         np.testing.assert_array_equal(action_space.high, gym_env.action_space.high)
         assert action_space.shape == gym_env.action_space.shape
     assert params.max_steps_in_episode == gym_env.spec.max_episode_steps
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_state_fields_match_gymnax(env_id: str) -> None:
+    """Our states use gymnax's field names, so states convert field by field."""
+    gymnax = pytest.importorskip("gymnax")
+    gymnax_env, _ = gymnax.make(env_id)
+    gymnax_state_cls = sys.modules[type(gymnax_env).__module__].EnvState
+    state_cls = STATE_LAYOUT[env_id][0]
+    names = [f.name for f in dataclasses.fields(state_cls)]
+    assert set(names) == {f.name for f in dataclasses.fields(gymnax_state_cls)}
+    state = state_cls(**{name: np.float32(i) for i, name in enumerate(names)})
+    converted = gymnax_state_cls(**{name: getattr(state, name) for name in names})
+    back = state_cls(**{name: getattr(converted, name) for name in names})
+    assert [getattr(back, n) for n in names] == [getattr(state, n) for n in names]

@@ -68,15 +68,23 @@ STEPS_PER_UPDATE = 4 * 64
 NUM_UPDATES = 8192 // STEPS_PER_UPDATE
 NUM_AGENTS = STD_SEEDS * len(STD_SWEEP["lr"])
 SUMMARY_KEYS = (
-    "final_return_mean", "final_return_std", "steps_per_second", "compile_seconds",
-    "wall_seconds", "params_fingerprint",
+    "final_return_mean",
+    "final_return_std",
+    "steps_per_second",
+    "compile_seconds",
+    "wall_seconds",
+    "params_fingerprint",
 )
 # metrics.jsonl fields that measure time rather than learning.
 TIMING_FIELDS = ("steps_per_second", "seconds")
 
 
-def std_train_args(run_dir: str | os.PathLike, *extra: str, checkpoint_every: int | None = STD_CHECKPOINT_EVERY,
-                   seed: int = 0) -> list[str]:
+def std_train_args(
+    run_dir: str | os.PathLike,
+    *extra: str,
+    checkpoint_every: int | None = STD_CHECKPOINT_EVERY,
+    seed: int = 0,
+) -> list[str]:
     """`jaxrl train ...` arguments (without the program name) for the STD config."""
     args = ["train", "ppo"]
     for name, value in STD_HPARAMS.items():
@@ -91,7 +99,13 @@ def std_train_args(run_dir: str | os.PathLike, *extra: str, checkpoint_every: in
 
 def std_api_kwargs(**overrides):
     """`jaxrl.train("ppo", **kwargs)` arguments for the STD config."""
-    return {**STD_HPARAMS, "num_seeds": STD_SEEDS, "sweep": STD_SWEEP, "progress": False, **overrides}
+    return {
+        **STD_HPARAMS,
+        "num_seeds": STD_SEEDS,
+        "sweep": STD_SWEEP,
+        "progress": False,
+        **overrides,
+    }
 
 
 def jaxrl_command(*args: str) -> list[str]:
@@ -104,7 +118,9 @@ def subprocess_env() -> dict[str, str]:
 
 
 def read_metrics(run_dir: pathlib.Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line]
+    return [
+        json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line
+    ]
 
 
 def learning_fields(row: dict) -> dict:

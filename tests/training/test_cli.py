@@ -58,7 +58,9 @@ def test_train_flags_produce_the_run_directory(tmp_path, capsys, reference_summa
     resolved = json.loads((run_dir / "config.json").read_text())
     assert resolved["algorithm"] == "ppo"
     assert resolved["config"] == cfg.to_dict(jaxrl.make_config("ppo", **STD_HPARAMS))
-    assert resolved["config"]["lr"] == 2.5e-4 and resolved["config"]["gamma"] == 0.99  # preset defaults
+    assert (
+        resolved["config"]["lr"] == 2.5e-4 and resolved["config"]["gamma"] == 0.99
+    )  # preset defaults
     run = resolved["run"]
     assert run["num_seeds"] == 2 and run["seed"] == 3
     assert run["sweep"] == {"lr": [1e-3, 3e-4]}
@@ -68,12 +70,16 @@ def test_train_flags_produce_the_run_directory(tmp_path, capsys, reference_summa
     # metrics.jsonl: one row per update (logging every update here), one value per agent.
     rows = read_metrics(run_dir)
     assert [r["update"] for r in rows] == list(range(1, NUM_UPDATES + 1))
-    assert [r["env_steps"] for r in rows] == [u * STEPS_PER_UPDATE for u in range(1, NUM_UPDATES + 1)]
+    assert [r["env_steps"] for r in rows] == [
+        u * STEPS_PER_UPDATE for u in range(1, NUM_UPDATES + 1)
+    ]
     for name in ("episode_return", "episode_length", "episodes", "loss", "entropy", "lr"):
         assert all(len(r[name]) == NUM_AGENTS for r in rows), name
     # Agents are sweep-point-major: (lr=1e-3, seeds 0, 1), (lr=3e-4, seeds 0, 1); lr anneals.
     np.testing.assert_allclose(rows[0]["lr"], [1e-3, 1e-3, 3e-4, 3e-4], rtol=1e-6)
-    np.testing.assert_allclose(rows[-1]["lr"], np.asarray([1e-3, 1e-3, 3e-4, 3e-4]) / NUM_UPDATES, rtol=1e-5)
+    np.testing.assert_allclose(
+        rows[-1]["lr"], np.asarray([1e-3, 1e-3, 3e-4, 3e-4]) / NUM_UPDATES, rtol=1e-5
+    )
     assert all(np.isfinite(r["loss"]).all() for r in rows)
 
     # Checkpoints every 8 updates, the last 2 kept.
@@ -102,9 +108,23 @@ def test_config_file(tmp_path, reference_run, reference_summary, suffix):
     else:
         path.write_text(json.dumps(values))
     run_dir = tmp_path / "run"
-    args = ["train", "ppo", "--config", str(path), "--update-epochs", "2", "--num-seeds", "2",
-            "--sweep", "lr=0.001,0.0003", "--checkpoint-every", "1024", "--run-dir", str(run_dir),
-            "--no-progress"]
+    args = [
+        "train",
+        "ppo",
+        "--config",
+        str(path),
+        "--update-epochs",
+        "2",
+        "--num-seeds",
+        "2",
+        "--sweep",
+        "lr=0.001,0.0003",
+        "--checkpoint-every",
+        "1024",
+        "--run-dir",
+        str(run_dir),
+        "--no-progress",
+    ]
     assert cli.main(args) == 0
     resolved = json.loads((run_dir / "config.json").read_text())
     reference = json.loads((reference_run / "config.json").read_text())
@@ -123,7 +143,10 @@ USAGE_ERRORS = {
         ["--num-minibatches", "3"],
         [r"invalid num_minibatches=3: must be a divisor of num_envs \* num_steps = 512"],
     ),
-    "unknown-env": (["--env", "CartPol-v1"], [r"invalid env='CartPol-v1'", *map(re.escape, _ALL_IDS)]),
+    "unknown-env": (
+        ["--env", "CartPol-v1"],
+        [r"invalid env='CartPol-v1'", *map(re.escape, _ALL_IDS)],
+    ),
     "tanh-squash-discrete": (
         ["--tanh-squash"],
         [r"invalid tanh_squash=True", r"discrete action space", r"continuous \(Box\) actions"],
@@ -134,15 +157,24 @@ USAGE_ERRORS = {
     ),
     "gamma": (["--gamma", "1.5"], [r"invalid gamma=1\.5: must be in \[0\.0, 1\.0\]"]),
     "not-an-int": (["--num-envs", "four"], [r"invalid num_envs='four': expected int"]),
-    "total-steps-below-one-update": (["--total-steps", "100"], [r"invalid total_steps=100: must be >= num_envs"]),
+    "total-steps-below-one-update": (
+        ["--total-steps", "100"],
+        [r"invalid total_steps=100: must be >= num_envs"],
+    ),
     "num-seeds": (["--num-seeds", "0"], [r"invalid num_seeds=0: must be > 0"]),
     "seed": (["--seed", "-1"], [r"invalid seed=-1: must be an integer >= 0"]),
-    "checkpoint-every": (["--checkpoint-every", "0"], [r"invalid checkpoint_every=0: must be a positive integer"]),
+    "checkpoint-every": (
+        ["--checkpoint-every", "0"],
+        [r"invalid checkpoint_every=0: must be a positive integer"],
+    ),
     "sweep-unsweepable": (
         ["--sweep", "num_envs=2,4"],
         [r"invalid sweep='num_envs'", re.escape(str(list(SWEEPABLE)))],
     ),
-    "sweep-not-numbers": (["--sweep", "lr=fast,slow"], [r"invalid sweep 'lr=fast,slow': values must be numbers"]),
+    "sweep-not-numbers": (
+        ["--sweep", "lr=fast,slow"],
+        [r"invalid sweep 'lr=fast,slow': values must be numbers"],
+    ),
     "sweep-no-values": (["--sweep", "lr"], [r"invalid sweep 'lr': expected name=v1,v2"]),
     "sweep-bad-value": (["--sweep", "lr=-1,0.001"], [r"invalid lr=-1\.0: must be > 0"]),
     "config-file-missing": (["--config", "no-such-file.toml"], [r"no-such-file\.toml"]),
@@ -153,7 +185,16 @@ USAGE_ERRORS = {
 def test_bad_train_flags_exit_2_naming_field_and_allowed_values(tmp_path, capsys, case):
     flags, patterns = USAGE_ERRORS[case]
     run_dir = tmp_path / "run"
-    args = ["train", "ppo", "--total-steps", "4096", "--run-dir", str(run_dir), "--no-progress", *flags]
+    args = [
+        "train",
+        "ppo",
+        "--total-steps",
+        "4096",
+        "--run-dir",
+        str(run_dir),
+        "--no-progress",
+        *flags,
+    ]
     assert cli.main(args) == 2
     captured = capsys.readouterr()
     assert captured.err.startswith("jaxrl: error: "), captured.err
@@ -170,10 +211,14 @@ def test_config_file_errors(tmp_path, capsys):
     unknown_key.write_text("learning_rate = 0.001\n")
     cases = {
         bad_suffix: r"unsupported suffix '\.ini'; use \.toml, \.json or \.yaml",
-        unknown_key: r"unknown config field\(s\) \['learning_rate'\] for PPOConfig; allowed: \[.*'lr'",
+        unknown_key: (
+            r"unknown config field\(s\) \['learning_rate'\] for PPOConfig; allowed: \[.*'lr'"
+        ),
     }
     for path, pattern in cases.items():
-        assert cli.main(["train", "ppo", "--config", str(path), "--run-dir", str(tmp_path / "r")]) == 2
+        assert (
+            cli.main(["train", "ppo", "--config", str(path), "--run-dir", str(tmp_path / "r")]) == 2
+        )
         assert re.search(pattern, capsys.readouterr().err)
     assert not (tmp_path / "r").exists()
 
@@ -184,7 +229,10 @@ def test_config_file_errors(tmp_path, capsys):
         (["train", "ppo", "--bogus"], r"unrecognized arguments: --bogus"),
         (["train", "a2c"], r"argument algorithm: invalid choice: 'a2c' \(choose from .*ppo"),
         (["train", "ppo", "--num-seeds", "two"], r"argument --num-seeds: invalid int value: 'two'"),
-        (["train", "ppo", "--normalize-obs", "maybe"], r"argument --normalize-obs: invalid .* value: 'maybe'"),
+        (
+            ["train", "ppo", "--normalize-obs", "maybe"],
+            r"argument --normalize-obs: invalid .* value: 'maybe'",
+        ),
         (["eval"], r"the following arguments are required: run_dir"),
     ],
 )
@@ -205,12 +253,30 @@ def test_console_script_help():
     script = pathlib.Path(sys.executable).parent / "jaxrl"
     if not script.exists():
         pytest.skip("the jaxrl console script is not installed next to this interpreter")
-    done = subprocess.run([str(script), "train", "--help"], env=subprocess_env(), capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [str(script), "train", "--help"],
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
-    for flag in ("--env", "--total-steps", "--num-seeds", "--seed", "--num-envs", "--num-steps",
-                 "--update-epochs", "--num-minibatches", "--run-dir", "--checkpoint-every", "--resume",
-                 "--config", "--sweep", "--lr"):
+    for flag in (
+        "--env",
+        "--total-steps",
+        "--num-seeds",
+        "--seed",
+        "--num-envs",
+        "--num-steps",
+        "--update-epochs",
+        "--num-minibatches",
+        "--run-dir",
+        "--checkpoint-every",
+        "--resume",
+        "--config",
+        "--sweep",
+        "--lr",
+    ):
         assert flag in done.stdout, flag
 
 
@@ -232,6 +298,13 @@ def test_eval_of_a_directory_that_is_not_a_run(tmp_path, capsys):
     assert "not a jaxrl run directory" in capsys.readouterr().err
 
 
+def test_eval_of_a_run_without_checkpoints(reference_run, tmp_path, capsys):
+    (tmp_path / "config.json").write_bytes((reference_run / "config.json").read_bytes())
+    assert cli.main(["eval", str(tmp_path)]) == 2
+    assert "no intact checkpoint to evaluate" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]  # eval creates nothing
+
+
 # ----------------------------------------------------------------------------- plot
 def test_plot_writes_a_png(reference_run, tmp_path, capsys):
     import matplotlib.image
@@ -247,12 +320,20 @@ def test_plot_writes_a_png(reference_run, tmp_path, capsys):
     assert len(np.unique(image.reshape(-1, image.shape[-1]), axis=0)) > 20  # not a blank canvas
 
     other = tmp_path / "loss.png"
-    assert cli.main(["plot", str(reference_run), str(reference_run), "-o", str(other), "--metric", "loss"]) == 0
+    assert (
+        cli.main(
+            ["plot", str(reference_run), str(reference_run), "-o", str(other), "--metric", "loss"]
+        )
+        == 0
+    )
     assert other.read_bytes().startswith(PNG_MAGIC)
 
 
 def test_plot_unknown_metric(reference_run, tmp_path, capsys):
-    assert cli.main(["plot", str(reference_run), "-o", str(tmp_path / "x.png"), "--metric", "reward"]) == 2
+    assert (
+        cli.main(["plot", str(reference_run), "-o", str(tmp_path / "x.png"), "--metric", "reward"])
+        == 2
+    )
     err = capsys.readouterr().err
     assert "unknown metric 'reward'" in err and "'episode_return'" in err
     assert not (tmp_path / "x.png").exists()
@@ -264,7 +345,11 @@ def test_envs_lists_and_steps_every_registered_environment(capsys):
     out = capsys.readouterr().out
     lines = {line.split()[0]: line for line in out.splitlines()[1:] if line.strip()}
     missing = [env_id for env_id in envs.registered() if env_id not in lines]
-    failed = {env_id: line for env_id, line in lines.items() if "FAILED" in line or "outside its space" in line}
+    failed = {
+        env_id: line
+        for env_id, line in lines.items()
+        if "FAILED" in line or "outside its space" in line
+    }
     assert not missing, f"not listed: {missing}\n{out}"
     assert not failed, "environments failing `jaxrl envs`:\n" + "\n".join(failed.values())
     assert code == 0, out

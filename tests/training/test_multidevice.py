@@ -40,12 +40,26 @@ from ._scenarios.harness import (
 DEVICES = 8
 # 8192 steps / (8 envs x 32 steps) = 32 updates.
 BASE = {
-    "algorithm": "ppo", "env": "CartPole-v1", "total_steps": 8192, "num_envs": 8, "num_steps": 32,
-    "update_epochs": 2, "num_minibatches": 2, "progress": False,
+    "algorithm": "ppo",
+    "env": "CartPole-v1",
+    "total_steps": 8192,
+    "num_envs": 8,
+    "num_steps": 32,
+    "update_epochs": 2,
+    "num_minibatches": 2,
+    "progress": False,
 }
 PARAMS_TOL = {"rtol": 1e-5, "atol": 1e-6}
 METRICS_TOL = {"rtol": 1e-4, "atol": 1e-5}
-ENV_FIELDS = ("env_state", "obs", "done", "rnn_carry", "discounted_return", "episode_return", "episode_length")
+ENV_FIELDS = (
+    "env_state",
+    "obs",
+    "done",
+    "rnn_carry",
+    "discounted_return",
+    "episode_return",
+    "episode_length",
+)
 
 
 def run(tmp_path, runs):
@@ -85,10 +99,13 @@ def assert_single_device(shardings):
 def test_agent_axis_sharding_matches_one_device(tmp_path):
     """8 seeds on 8 devices (one agent per device) == the same 8 seeds on 1 device."""
     kwargs = {**BASE, "num_seeds": 8}
-    runs = run(tmp_path, [
-        {"name": "d8", "kwargs": kwargs},
-        {"name": "d1", "kwargs": {**kwargs, "num_devices": 1}},
-    ])
+    runs = run(
+        tmp_path,
+        [
+            {"name": "d8", "kwargs": kwargs},
+            {"name": "d1", "kwargs": {**kwargs, "num_devices": 1}},
+        ],
+    )
     assert_agent_sharded(runs["d8"]["shardings"], DEVICES)
     assert_single_device(runs["d1"]["shardings"])
     assert runs["d8"]["summary"]["num_devices"] == 8 and runs["d1"]["summary"]["num_devices"] == 1
@@ -104,10 +121,13 @@ def test_agent_axis_sharding_matches_one_device(tmp_path):
 def test_env_axis_sharding_matches_one_device(tmp_path):
     """1 seed, 8 envs on 8 devices (gradients all-reduced by XLA) == 1 device."""
     kwargs = {**BASE, "num_seeds": 1}
-    runs = run(tmp_path, [
-        {"name": "d8", "kwargs": kwargs},
-        {"name": "d1", "kwargs": {**kwargs, "num_devices": 1}},
-    ])
+    runs = run(
+        tmp_path,
+        [
+            {"name": "d8", "kwargs": kwargs},
+            {"name": "d1", "kwargs": {**kwargs, "num_devices": 1}},
+        ],
+    )
     assert_env_sharded(runs["d8"]["shardings"], DEVICES)
     assert_single_device(runs["d1"]["shardings"])
 
@@ -126,19 +146,26 @@ def test_sweep_on_8_devices_matches_separate_runs(tmp_path):
     one agent per device).
     """
     lrs = [1e-3, 3e-4]
-    runs = run(tmp_path, [
-        {"name": "sweep", "kwargs": {**BASE, "num_seeds": 4, "sweep": {"lr": lrs}}},
-        *[{"name": f"lr{i}", "kwargs": {**BASE, "num_seeds": 4, "lr": lr, "num_devices": 4}}
-          for i, lr in enumerate(lrs)],
-    ])
+    runs = run(
+        tmp_path,
+        [
+            {"name": "sweep", "kwargs": {**BASE, "num_seeds": 4, "sweep": {"lr": lrs}}},
+            *[
+                {"name": f"lr{i}", "kwargs": {**BASE, "num_seeds": 4, "lr": lr, "num_devices": 4}}
+                for i, lr in enumerate(lrs)
+            ],
+        ],
+    )
     assert_agent_sharded(runs["sweep"]["shardings"], DEVICES)
     assert_agent_sharded(runs["lr0"]["shardings"], 4)
 
     separate = concat_params([load_params(tmp_path, f"lr{i}") for i in range(len(lrs))])
     diff = params_max_diff(load_params(tmp_path, "sweep"), separate, **PARAMS_TOL)
-    metrics = metrics_max_diff(runs["sweep"]["metrics"],
-                               concat_metrics([runs[f"lr{i}"]["metrics"] for i in range(len(lrs))]),
-                               **METRICS_TOL)
+    metrics = metrics_max_diff(
+        runs["sweep"]["metrics"],
+        concat_metrics([runs[f"lr{i}"]["metrics"] for i in range(len(lrs))]),
+        **METRICS_TOL,
+    )
     print(f"sweep: max |param diff| {diff:.3g}; max metric diffs {metrics}")
     sweep_summary = runs["sweep"]["summary"]
     assert sweep_summary["num_agents"] == 8

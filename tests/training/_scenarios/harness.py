@@ -24,7 +24,12 @@ SCRIPT = pathlib.Path(__file__).with_name("run_training.py")
 # Generous: one scenario compiles 2-3 PPO programs, which takes minutes on a
 # loaded 2-core machine. Override with JAXRL_TEST_SUBPROCESS_TIMEOUT (seconds).
 TIMEOUT = float(os.environ.get("JAXRL_TEST_SUBPROCESS_TIMEOUT", "900"))
-_DISTRIBUTED_VARS = ("JAXRL_COORDINATOR", "JAXRL_NUM_PROCESSES", "JAXRL_PROCESS_ID", "JAXRL_DISTRIBUTED")
+_DISTRIBUTED_VARS = (
+    "JAXRL_COORDINATOR",
+    "JAXRL_NUM_PROCESSES",
+    "JAXRL_PROCESS_ID",
+    "JAXRL_DISTRIBUTED",
+)
 
 
 def free_port() -> int:
@@ -38,7 +43,11 @@ def scenario_env(local_devices: int, extra: dict[str, str] | None = None) -> dic
     from ..conftest import CACHE_ENV  # the training tests' shared compilation cache
 
     env = {k: v for k, v in os.environ.items() if k not in _DISTRIBUTED_VARS}
-    flags = [f for f in env.get("XLA_FLAGS", "").split() if "xla_force_host_platform_device_count" not in f]
+    flags = [
+        f
+        for f in env.get("XLA_FLAGS", "").split()
+        if "xla_force_host_platform_device_count" not in f
+    ]
     env["XLA_FLAGS"] = " ".join([*flags, f"--xla_force_host_platform_device_count={local_devices}"])
     env.update(CACHE_ENV)
     env.update({"JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1"})
@@ -46,8 +55,11 @@ def scenario_env(local_devices: int, extra: dict[str, str] | None = None) -> dic
     return env
 
 
-def run_group(jobs: Sequence[tuple[dict[str, Any], dict[str, str]]], workdir: pathlib.Path,
-              timeout: float = TIMEOUT) -> list[dict[str, Any]]:
+def run_group(
+    jobs: Sequence[tuple[dict[str, Any], dict[str, str]]],
+    workdir: pathlib.Path,
+    timeout: float = TIMEOUT,
+) -> list[dict[str, Any]]:
     """Runs `(spec, env)` jobs concurrently; returns their `RESULT` reports in order."""
     procs, logs = [], []
     for i, (spec, env) in enumerate(jobs):
@@ -55,8 +67,15 @@ def run_group(jobs: Sequence[tuple[dict[str, Any], dict[str, str]]], workdir: pa
         spec_path.write_text(json.dumps(spec))
         out, err = open(workdir / f"job{i}.out", "w+"), open(workdir / f"job{i}.err", "w+")  # noqa: SIM115
         logs.append((out, err))
-        procs.append(subprocess.Popen([sys.executable, str(SCRIPT), str(spec_path)], env=env,
-                                      stdout=out, stderr=err, cwd=workdir))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, str(SCRIPT), str(spec_path)],
+                env=env,
+                stdout=out,
+                stderr=err,
+                cwd=workdir,
+            )
+        )
     deadline = time.monotonic() + timeout
     failure = None
     try:
@@ -82,7 +101,7 @@ def run_group(jobs: Sequence[tuple[dict[str, Any], dict[str, str]]], workdir: pa
         out.close(), err.close()
         details.append(f"--- job {i} (exit {p.returncode}) stderr tail:\n{stderr[-3000:]}")
         lines = [line for line in stdout.splitlines() if line.startswith("RESULT ")]
-        reports.append(json.loads(lines[-1][len("RESULT "):]) if lines else None)
+        reports.append(json.loads(lines[-1][len("RESULT ") :]) if lines else None)
     if failure or any(r is None for r in reports):
         raise AssertionError(f"scenario {failure or 'printed no RESULT'}\n" + "\n".join(details))
     return reports
@@ -93,7 +112,9 @@ def load_params(out_dir: pathlib.Path, name: str, process: int = 0) -> dict[str,
         return {k: data[k] for k in data.files}
 
 
-def params_max_diff(a: dict[str, np.ndarray], b: dict[str, np.ndarray], rtol: float, atol: float) -> float:
+def params_max_diff(
+    a: dict[str, np.ndarray], b: dict[str, np.ndarray], rtol: float, atol: float
+) -> float:
     """Asserts every leaf is close; returns the largest absolute difference."""
     assert a.keys() == b.keys()
     worst = 0.0
@@ -104,8 +125,13 @@ def params_max_diff(a: dict[str, np.ndarray], b: dict[str, np.ndarray], rtol: fl
     return worst
 
 
-def metrics_max_diff(rows_a: list[dict], rows_b: list[dict], rtol: float, atol: float,
-                     exact: Sequence[str] = ("update", "env_steps", "episodes")) -> dict[str, float]:
+def metrics_max_diff(
+    rows_a: list[dict],
+    rows_b: list[dict],
+    rtol: float,
+    atol: float,
+    exact: Sequence[str] = ("update", "env_steps", "episodes"),
+) -> dict[str, float]:
     """Asserts logged metrics agree (fields in `exact` exactly); returns max abs diff per field."""
     assert len(rows_a) == len(rows_b)
     worst: dict[str, float] = {}
@@ -115,9 +141,15 @@ def metrics_max_diff(rows_a: list[dict], rows_b: list[dict], rtol: float, atol: 
             if key in exact:
                 assert a[key] == b[key], (i, key, a[key], b[key])
                 continue
-            x = np.asarray([np.nan if v is None else v for v in np.atleast_1d(a[key])], dtype=np.float64)
-            y = np.asarray([np.nan if v is None else v for v in np.atleast_1d(b[key])], dtype=np.float64)
-            np.testing.assert_allclose(x, y, rtol=rtol, atol=atol, equal_nan=True, err_msg=f"row {i} {key}")
+            x = np.asarray(
+                [np.nan if v is None else v for v in np.atleast_1d(a[key])], dtype=np.float64
+            )
+            y = np.asarray(
+                [np.nan if v is None else v for v in np.atleast_1d(b[key])], dtype=np.float64
+            )
+            np.testing.assert_allclose(
+                x, y, rtol=rtol, atol=atol, equal_nan=True, err_msg=f"row {i} {key}"
+            )
             finite = np.isfinite(x) & np.isfinite(y)
             diff = float(np.max(np.abs(x - y)[finite])) if finite.any() else 0.0
             worst[key] = max(worst.get(key, 0.0), diff)

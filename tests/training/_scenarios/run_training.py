@@ -17,7 +17,8 @@ SPEC (JSON):
     runs:         list of {"name", "kwargs" (for jaxrl.train),
                   "keep_checkpoints_upto": optional int}; the latter deletes,
                   before the run, every checkpoint step above it (process 0
-                  only, between barriers): a run "interrupted" after that step.
+                  only, between barriers): a run "interrupted" after that step;
+                  "expect_error": true: the run must raise; its error is reported.
 
 The last stdout line is `RESULT <json>`: per run its metrics rows (timings
 dropped), summary, per-field shardings of the final state and the files this
@@ -77,25 +78,41 @@ def main() -> None:
     for run in spec["runs"]:
         name, kwargs = run["name"], dict(run["kwargs"])
         if "keep_checkpoints_upto" in run:
-            _drop_checkpoints_after(pathlib.Path(kwargs["run_dir"]), run["keep_checkpoints_upto"], pid)
+            _drop_checkpoints_after(
+                pathlib.Path(kwargs["run_dir"]), run["keep_checkpoints_upto"], pid
+            )
         writes.clear()
         log_records.clear()
         t0 = time.perf_counter()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
+            if "expect_error" in run:
+                try:
+                    jaxrl.train(**kwargs)
+                except Exception as err:  # noqa: BLE001 - reported to the test
+                    report["runs"][name] = {"error": f"{type(err).__name__}: {err}"}
+                    continue
+                raise AssertionError(f"run {name!r} did not fail")
             result = jaxrl.train(**kwargs)
         wall = time.perf_counter() - t0
         state = result.state
         # Global params on every process (gathered across hosts when sharded over them).
         params = multihost_utils.process_allgather(state.params, tiled=True)
         leaves = jax.tree_util.tree_leaves_with_path(params)
-        np.savez(out_dir / f"{name}.p{pid}.npz", **{jax.tree_util.keystr(p): np.asarray(x) for p, x in leaves})
+        np.savez(
+            out_dir / f"{name}.p{pid}.npz",
+            **{jax.tree_util.keystr(p): np.asarray(x) for p, x in leaves},
+        )
         report["runs"][name] = {
             "wall_seconds": wall,
-            "metrics": [{k: v for k, v in row.items() if k not in ("steps_per_second", "seconds")}
-                        for row in result.metrics],
+            "metrics": [
+                {k: v for k, v in row.items() if k not in ("steps_per_second", "seconds")}
+                for row in result.metrics
+            ],
             "summary": result.summary,
-            "shardings": {f.name: _field_shardings(getattr(state, f.name)) for f in dataclasses.fields(state)},
+            "shardings": {
+                f.name: _field_shardings(getattr(state, f.name)) for f in dataclasses.fields(state)
+            },
             "writes": sorted(set(writes)),
             "log": list(log_records),
             "warnings": [f"{w.category.__name__}: {w.message}" for w in caught],

@@ -1,0 +1,80 @@
+"""The notebooks under notebooks/ run top to bottom without errors (nbclient, python3 kernel)."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import sys
+import tempfile
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+pytest.importorskip("ipykernel")
+pytest.importorskip("matplotlib")
+
+NOTEBOOKS = pathlib.Path(__file__).resolve().parents[1] / "notebooks"
+
+
+def _kernel_env() -> dict[str, str]:
+    """The kernel inherits this environment: as in tests/training, JAX's persistent
+    compilation cache (so reruns skip compiling). Figures use ipykernel's inline backend."""
+    cache = os.environ.get("JAXRL_TEST_JAX_CACHE") or os.path.join(
+        tempfile.gettempdir(), f"jaxrl-test-jax-cache-{os.getuid()}"
+    )
+    return {
+        "JAX_COMPILATION_CACHE_DIR": cache,
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+        "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def _python3_kernel_is_this_interpreter() -> bool:
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    try:
+        spec = KernelSpecManager().get_kernel_spec("python3")
+    except Exception:  # noqa: BLE001
+        return False
+    exe = spec.argv[0]
+    return exe in ("python", "python3", "{python}") or os.path.realpath(exe) == os.path.realpath(
+        sys.executable
+    )
+
+
+def test_quickstart_notebook_is_clean():
+    nb = nbformat.read(NOTEBOOKS / "quickstart.ipynb", as_version=4)
+    nbformat.validate(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, (
+                "commit notebooks without outputs"
+            )
+
+
+def test_quickstart_notebook_runs(monkeypatch, tmp_path):
+    if not _python3_kernel_is_this_interpreter():
+        pytest.skip("the python3 Jupyter kernel is not this interpreter")
+    for name, value in _kernel_env().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv(
+        "MPLBACKEND", raising=False
+    )  # keep ipykernel's inline backend: figures as PNG
+    nb = nbformat.read(NOTEBOOKS / "quickstart.ipynb", as_version=4)
+    client = nbclient.NotebookClient(
+        nb, kernel_name="python3", timeout=900, resources={"metadata": {"path": str(tmp_path)}}
+    )
+    client.execute()  # raises CellExecutionError on the first failing cell
+
+    outputs = [out for cell in nb.cells if cell.cell_type == "code" for out in cell.outputs]
+    assert not [out for out in outputs if out.output_type == "error"]
+    images = [
+        out
+        for out in outputs
+        if out.output_type == "display_data" and "image/png" in out.get("data", {})
+    ]
+    assert len(images) == 2, "both learning-curve figures are shown"
+    text = "".join(out.get("text", "") for out in outputs if out.output_type == "stream")
+    assert "final return:" in text and "lr=0.001:" in text
