@@ -80,7 +80,9 @@ def register(
         )
     if env_id in _REGISTRY and not overwrite:
         raise ValueError(f"register: {env_id!r} is already registered (pass overwrite=True)")
-    spec = EnvSpec(env_id, entry_point, dict(kwargs or {}), dict(param_overrides or {}), description)
+    spec = EnvSpec(
+        env_id, entry_point, dict(kwargs or {}), dict(param_overrides or {}), description
+    )
     _REGISTRY[env_id] = spec
     return spec
 

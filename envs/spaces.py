@@ -108,7 +108,9 @@ class Box(Space):
         if jnp.issubdtype(self.dtype, jnp.bool_):
             return jnp.asarray(x.dtype == jnp.bool_)
         ok = jnp.logical_and(jnp.all(x >= self.low), jnp.all(x <= self.high))
-        return jnp.logical_and(ok, jnp.all(~jnp.isnan(x)) if jnp.issubdtype(x.dtype, jnp.floating) else True)
+        return jnp.logical_and(
+            ok, jnp.all(~jnp.isnan(x)) if jnp.issubdtype(x.dtype, jnp.floating) else True
+        )
 
 
 class Dict(Space):

@@ -15,8 +15,12 @@ from jaxrl.training.driver import train as _train
 _RUN_FIELDS = {f.name for f in dataclasses.fields(RunConfig)}
 
 
-def make_config(algorithm: str, env: str | None = None, config_file: str | pathlib.Path | None = None,
-                **overrides: Any) -> Any:
+def make_config(
+    algorithm: str,
+    env: str | None = None,
+    config_file: str | pathlib.Path | None = None,
+    **overrides: Any,
+) -> Any:
     """The algorithm's config: preset for `env`, then `config_file`, then `overrides`."""
     module = algorithms.get(algorithm)
     file_values = cfg.load_file(config_file) if config_file else {}

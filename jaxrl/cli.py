@@ -1,9 +1,9 @@
 """The `jaxrl` command line.
 
-    jaxrl envs                               list and smoke-step every environment
-    jaxrl train ppo --env CartPole-v1 ...    train (every hyperparameter is a flag)
-    jaxrl eval RUN_DIR                       evaluate a run's latest checkpoint
-    jaxrl plot RUN_DIR... -o curves.png      learning curves, mean and spread over seeds
+jaxrl envs                               list and smoke-step every environment
+jaxrl train ppo --env CartPole-v1 ...    train (every hyperparameter is a flag)
+jaxrl eval RUN_DIR                       evaluate a run's latest checkpoint
+jaxrl plot RUN_DIR... -o curves.png      learning curves, mean and spread over seeds
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="jaxrl", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="jaxrl", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(title="commands")
 
     p_envs = sub.add_parser("envs", help="list and smoke-step every registered environment")
@@ -54,7 +55,9 @@ def _build_parser() -> argparse.ArgumentParser:
     p_eval.add_argument("run_dir")
     p_eval.add_argument("--episodes", type=int, default=10)
     p_eval.add_argument("--seed", type=int, default=0)
-    p_eval.add_argument("--stochastic", action="store_true", help="sample actions instead of the mode")
+    p_eval.add_argument(
+        "--stochastic", action="store_true", help="sample actions instead of the mode"
+    )
     p_eval.set_defaults(handler=_cmd_eval)
 
     p_plot = sub.add_parser("plot", help="plot learning curves of one or more runs")
@@ -72,13 +75,21 @@ def _flag(name: str) -> str:
 def _add_run_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("run")
     g.add_argument("--env", help="environment id (see `jaxrl envs`)")
-    g.add_argument("--config", dest="config_file", help="config file (.toml/.json/.yaml) of hyperparameters")
+    g.add_argument(
+        "--config", dest="config_file", help="config file (.toml/.json/.yaml) of hyperparameters"
+    )
     g.add_argument("--num-seeds", type=int, help="independent agents trained in one program (vmap)")
     g.add_argument("--seed", type=int)
-    g.add_argument("--sweep", nargs="+", metavar="NAME=V1,V2",
-                   help="grid over sweepable hyperparameters, trained vmapped, e.g. lr=1e-3,3e-4")
+    g.add_argument(
+        "--sweep",
+        nargs="+",
+        metavar="NAME=V1,V2",
+        help="grid over sweepable hyperparameters, trained vmapped, e.g. lr=1e-3,3e-4",
+    )
     g.add_argument("--run-dir", help="output directory (default: runs/<algorithm>-<env>-<time>)")
-    g.add_argument("--checkpoint-every", type=int, help="checkpoint every N environment steps per agent")
+    g.add_argument(
+        "--checkpoint-every", type=int, help="checkpoint every N environment steps per agent"
+    )
     g.add_argument("--keep-checkpoints", type=int)
     g.add_argument("--resume", action="store_true", help="continue the run in --run-dir")
     g.add_argument("--log-every", type=int, help="log every N environment steps per agent")
@@ -104,11 +115,23 @@ def _add_config_flags(p: argparse.ArgumentParser) -> None:
             hint = hints[field.name]
             default = field.default if field.default is not dataclasses.MISSING else None
             if hint is bool:
-                g.add_argument(_flag(field.name), dest=field.name, type=_parse_bool, nargs="?",
-                               const=True, metavar="BOOL", help=f"(default {default})")
+                g.add_argument(
+                    _flag(field.name),
+                    dest=field.name,
+                    type=_parse_bool,
+                    nargs="?",
+                    const=True,
+                    metavar="BOOL",
+                    help=f"(default {default})",
+                )
             else:
-                g.add_argument(_flag(field.name), dest=field.name, type=str, metavar=_metavar(hint),
-                               help=f"(default {default})")
+                g.add_argument(
+                    _flag(field.name),
+                    dest=field.name,
+                    type=str,
+                    metavar=_metavar(hint),
+                    help=f"(default {default})",
+                )
 
 
 def _metavar(hint: Any) -> str:
@@ -122,8 +145,18 @@ def _parse_bool(value: str) -> bool:
     return bool(cfg.coerce("flag", value, bool))
 
 
-_RUN_KEYS = ("num_seeds", "seed", "run_dir", "checkpoint_every", "keep_checkpoints", "resume",
-             "log_every", "num_devices", "progress", "tensorboard")
+_RUN_KEYS = (
+    "num_seeds",
+    "seed",
+    "run_dir",
+    "checkpoint_every",
+    "keep_checkpoints",
+    "resume",
+    "log_every",
+    "num_devices",
+    "progress",
+    "tensorboard",
+)
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -132,8 +165,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
     values = vars(args).copy()
     values.pop("handler")
     algorithm = values.pop("algorithm")
-    mesh.initialize_distributed(values.pop("coordinator", None), values.pop("num_processes", None),
-                                values.pop("process_id", None))
+    mesh.initialize_distributed(
+        values.pop("coordinator", None),
+        values.pop("num_processes", None),
+        values.pop("process_id", None),
+    )
     import jaxrl
 
     run_kwargs = {k: values.pop(k) for k in _RUN_KEYS if k in values}
@@ -144,7 +180,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
         raise cfg.ConfigError("invalid --resume: needs --run-dir of the run to continue")
     if "run_dir" not in run_kwargs:
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        run_kwargs["run_dir"] = str(pathlib.Path("runs") / f"{algorithm}-{env or 'CartPole-v1'}-{stamp}")
+        run_kwargs["run_dir"] = str(
+            pathlib.Path("runs") / f"{algorithm}-{env or 'CartPole-v1'}-{stamp}"
+        )
     if run_kwargs.get("resume"):
         saved = _saved_config(run_kwargs["run_dir"])
         # Resuming: the saved config is the default; explicit flags must agree with it.
@@ -153,10 +191,24 @@ def _cmd_train(args: argparse.Namespace) -> int:
         for key in ("num_seeds", "seed", "checkpoint_every", "keep_checkpoints", "log_every"):
             run_kwargs.setdefault(key, saved["run"][key])
         sweep = sweep or [f"{k}={','.join(map(str, v))}" for k, v in saved["run"]["sweep"].items()]
-    result = jaxrl.train(algorithm, env, config_file=config_file, sweep=sweep, **run_kwargs, **values)
+    result = jaxrl.train(
+        algorithm, env, config_file=config_file, sweep=sweep, **run_kwargs, **values
+    )
     summary = result.summary
-    print(json.dumps({k: summary[k] for k in ("final_return_mean", "final_return_std",
-                                              "steps_per_second", "compile_seconds", "wall_seconds")}))
+    print(
+        json.dumps(
+            {
+                k: summary[k]
+                for k in (
+                    "final_return_mean",
+                    "final_return_std",
+                    "steps_per_second",
+                    "compile_seconds",
+                    "wall_seconds",
+                )
+            }
+        )
+    )
     print(f"run directory: {result.run_dir}")
     return 0
 
@@ -175,8 +227,9 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     from jaxrl.evaluation import evaluate, load_run
 
     algo, state, resolved = load_run(args.run_dir)
-    returns = evaluate(algo, state, jax.random.key(args.seed), args.episodes,
-                       deterministic=not args.stochastic)
+    returns = evaluate(
+        algo, state, jax.random.key(args.seed), args.episodes, deterministic=not args.stochastic
+    )
     per_agent = returns.mean(axis=1)
     result = {
         "env": resolved["config"]["env"],
@@ -212,28 +265,39 @@ def _cmd_envs(args: argparse.Namespace) -> int:
             env, params = envs.make(env_id)
             obs_space, act_space = env.observation_space(params), env.action_space(params)
 
-            def rollout(key, env=env, params=params, act_space=act_space):
-                obs, state = env.reset(key, params)
-
-                def step(carry, key):
-                    state, total = carry
-                    k_act, k_step = jax.random.split(key)
-                    action = act_space.sample(k_act)
-                    obs, state, reward, term, trunc, info = env.step(k_step, state, action, params)
-                    return (state, total + reward), obs_space.contains(obs)
-
-                (_, total), valid = jax.lax.scan(step, (state, 0.0), jax.random.split(key, args.steps))
-                return total, valid.all()
+            # A closure, not functools.partial: jit would trace partial's bound params.
+            def rollout(key, env=env, params=params):
+                return _smoke_rollout(env, params, args.steps, key)
 
             total, valid = jax.jit(rollout)(jax.random.key(0))
             status = "" if bool(valid) else "  (observation outside its space!)"
             failures += not bool(valid)
-            print(f"{env_id:28s} {_short(obs_space):28s} {_short(act_space):24s} "
-                  f"{args.steps:6d} {float(np.asarray(total)):9.2f}{status}")
+            print(
+                f"{env_id:28s} {_short(obs_space):28s} {_short(act_space):24s} "
+                f"{args.steps:6d} {float(np.asarray(total)):9.2f}{status}"
+            )
         except Exception as err:  # noqa: BLE001 - report every environment
             failures += 1
             print(f"{env_id:28s} FAILED: {type(err).__name__}: {err}")
     return 1 if failures else 0
+
+
+def _smoke_rollout(env: Any, params: Any, steps: int, key: Any) -> tuple[Any, Any]:
+    """Random-policy rollout: `(total reward, whether every observation was in its space)`."""
+    import jax
+
+    obs_space, act_space = env.observation_space(params), env.action_space(params)
+    _, state = env.reset(key, params)
+
+    def step(carry, key):
+        state, total = carry
+        k_act, k_step = jax.random.split(key)
+        action = act_space.sample(k_act)
+        obs, state, reward, _, _, _ = env.step(k_step, state, action, params)
+        return (state, total + reward), obs_space.contains(obs)
+
+    (_, total), valid = jax.lax.scan(step, (state, 0.0), jax.random.split(key, steps))
+    return total, valid.all()
 
 
 def _short(space: Any) -> str:

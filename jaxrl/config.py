@@ -70,9 +70,9 @@ def coerce(name: str, value: Any, hint: Any) -> Any:
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
     if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
-        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
-            if type(None) in args:
-                return None
+        is_none = value is None or (isinstance(value, str) and value.lower() in ("none", "null"))
+        if is_none and type(None) in args:
+            return None
         non_none = [a for a in args if a is not type(None)]
         return coerce(name, value, non_none[0])
     if origin in (tuple, Sequence) or hint is tuple:
@@ -98,7 +98,9 @@ def coerce(name: str, value: Any, hint: Any) -> Any:
         if hint is str:
             return str(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"invalid {name}={value!r}: expected {getattr(hint, '__name__', hint)}") from None
+        raise ConfigError(
+            f"invalid {name}={value!r}: expected {getattr(hint, '__name__', hint)}"
+        ) from None
     return value
 
 
@@ -117,7 +119,9 @@ def load_file(path: str | pathlib.Path) -> dict[str, Any]:
             raise ConfigError(f"{path}: reading YAML needs PyYAML (pip install pyyaml)") from err
         data = yaml.safe_load(text)
     else:
-        raise ConfigError(f"config file {path}: unsupported suffix {path.suffix!r}; use .toml, .json or .yaml")
+        raise ConfigError(
+            f"config file {path}: unsupported suffix {path.suffix!r}; use .toml, .json or .yaml"
+        )
     if not isinstance(data, Mapping):
         raise ConfigError(f"config file {path}: expected a mapping of field = value")
     return dict(data)
@@ -133,7 +137,9 @@ def to_dict(config: Any) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- sweeps
-def parse_sweep(specs: Sequence[str] | Mapping[str, Sequence[Any]] | None) -> dict[str, list[float]]:
+def parse_sweep(
+    specs: Sequence[str] | Mapping[str, Sequence[Any]] | None,
+) -> dict[str, list[float]]:
     """Parses `["lr=1e-3,3e-4", "ent_coef=0,0.01"]` into `{"lr": [...], ...}`."""
     if not specs:
         return {}

@@ -17,8 +17,9 @@ from jaxrl.training.checkpoint import Checkpointer
 from jaxrl.training.driver import init_agents
 
 
-def evaluate(algo: Any, state: Any, key: jax.Array, num_episodes: int = 10,
-             deterministic: bool = True) -> np.ndarray:
+def evaluate(
+    algo: Any, state: Any, key: jax.Array, num_episodes: int = 10, deterministic: bool = True
+) -> np.ndarray:
     """Returns of `num_episodes` fresh episodes per agent, shape (agents, num_episodes).
 
     `state` is a vmapped training state (leading agent axis). Each episode runs
@@ -39,7 +40,14 @@ def evaluate(algo: Any, state: Any, key: jax.Array, num_episodes: int = 10,
             else None
         )
         zeros = jnp.zeros((num_episodes,), jnp.float32)
-        init = (obs, env_state, carry, jnp.ones((num_episodes,), bool), zeros, jnp.zeros((num_episodes,), bool))
+        init = (
+            obs,
+            env_state,
+            carry,
+            jnp.ones((num_episodes,), bool),
+            zeros,
+            jnp.zeros((num_episodes,), bool),
+        )
 
         def step(c, key):
             obs, env_state, carry, reset, total, finished = c
@@ -77,7 +85,10 @@ def load_run(run_dir: str | pathlib.Path) -> tuple[Any, Any, dict[str, Any]]:
     grid = cfg.expand_grid(cfg.parse_sweep(run.get("sweep") or {}))
     num_agents = len(grid) * run["num_seeds"]
     keys = jnp.stack([jax.random.key(0)] * num_agents)
-    hparams = jax.tree.map(lambda *xs: jnp.stack(xs), *[algo.hyperparams(**p) for p in grid for _ in range(run["num_seeds"])])
+    hparams = jax.tree.map(
+        lambda *xs: jnp.stack(xs),
+        *[algo.hyperparams(**p) for p in grid for _ in range(run["num_seeds"])],
+    )
     target = jax.jit(functools.partial(init_agents, algo))(keys, hparams)
     # Read-only: the run may still be training (its unfinished save must survive).
     checkpointer = Checkpointer(run_dir / "checkpoints", read_only=True)

@@ -9,19 +9,26 @@ from collections.abc import Sequence
 import numpy as np
 
 
-def load_curves(run_dir: str | pathlib.Path, metric: str = "episode_return") -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def load_curves(
+    run_dir: str | pathlib.Path, metric: str = "episode_return"
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per sweep point: `(env_steps (N,), values (N, seeds))` read from metrics.jsonl."""
     run_dir = pathlib.Path(run_dir)
     resolved = json.loads((run_dir / "config.json").read_text())
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line]
+    rows = [
+        json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line
+    ]
     if not rows:
         raise ValueError(f"{run_dir}: metrics.jsonl is empty")
     if metric not in rows[0]:
         from jaxrl.config import ConfigError  # a ValueError that the CLI reports as a usage error
 
-        raise ConfigError(f"unknown metric {metric!r}; available: {sorted(k for k, v in rows[0].items() if isinstance(v, list))}")
+        available = sorted(k for k, v in rows[0].items() if isinstance(v, list))
+        raise ConfigError(f"unknown metric {metric!r}; available: {available}")
     steps = np.asarray([r["env_steps"] for r in rows], dtype=np.float64)
-    values = np.asarray([[np.nan if v is None else v for v in r[metric]] for r in rows], dtype=np.float64)
+    values = np.asarray(
+        [[np.nan if v is None else v for v in r[metric]] for r in rows], dtype=np.float64
+    )
     from jaxrl import config as cfg
 
     grid = cfg.expand_grid(cfg.parse_sweep(resolved["run"].get("sweep") or {}))
@@ -30,12 +37,15 @@ def load_curves(run_dir: str | pathlib.Path, metric: str = "episode_return") -> 
     curves = {}
     for g, point in enumerate(grid):
         suffix = " ".join(f"{k}={v:g}" for k, v in point.items())
-        curves[f"{label} {suffix}".strip()] = (steps, values[:, g * seeds:(g + 1) * seeds])
+        curves[f"{label} {suffix}".strip()] = (steps, values[:, g * seeds : (g + 1) * seeds])
     return curves
 
 
-def plot_runs(run_dirs: Sequence[str | pathlib.Path], output: str | pathlib.Path,
-              metric: str = "episode_return") -> None:
+def plot_runs(
+    run_dirs: Sequence[str | pathlib.Path],
+    output: str | pathlib.Path,
+    metric: str = "episode_return",
+) -> None:
     """Plots the mean over seeds with a +-1 std band (and min/max as thin lines)."""
     try:
         import matplotlib

@@ -43,7 +43,11 @@ def update_stats(stats: RunningStats, batch: jax.Array) -> RunningStats:
     total = stats.count + batch_count
     delta = batch_mean - stats.mean
     mean = stats.mean + delta * batch_count / total
-    m2 = stats.var * stats.count + batch_var * batch_count + delta**2 * stats.count * batch_count / total
+    m2 = (
+        stats.var * stats.count
+        + batch_var * batch_count
+        + delta**2 * stats.count * batch_count / total
+    )
     return RunningStats(mean=mean, var=m2 / total, count=total)
 
 

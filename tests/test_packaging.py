@@ -21,7 +21,9 @@ def test_every_package_is_listed():
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     listed = set(pyproject["tool"]["setuptools"]["packages"])
     missing = _package_folders() - listed
-    assert not missing, f"add these to [tool.setuptools] packages in pyproject.toml: {sorted(missing)}"
+    assert not missing, (
+        f"add these to [tool.setuptools] packages in pyproject.toml: {sorted(missing)}"
+    )
     assert pyproject["tool"]["setuptools"]["package-dir"]["jaxrl.envs"] == "envs"
 
 

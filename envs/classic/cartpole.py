@@ -13,6 +13,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 from .. import spaces
@@ -100,8 +101,10 @@ class CartPole(Environment[CartPoleState, CartPoleParams]):
     def observation_space(self, params: CartPoleParams) -> spaces.Box:
         # Bounds as gymnasium's: twice the termination thresholds, velocities unbounded
         # (infinite, so that `sample` draws them from a normal instead of overflowing).
-        high = jnp.array(
-            [params.x_threshold * 2, jnp.inf, params.theta_threshold_radians * 2, jnp.inf]
+        # NumPy, not jnp: spaces are static and may be built while tracing.
+        high = np.array(
+            [params.x_threshold * 2, np.inf, params.theta_threshold_radians * 2, np.inf],
+            dtype=np.float32,
         )
         return spaces.Box(-high, high, (4,), jnp.float32)
 

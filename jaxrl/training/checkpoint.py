@@ -57,7 +57,9 @@ class Checkpointer:
             # in particular not the temporary directory of a save in progress.
             # (Not orbax's `read_only`, which logs warnings on every use.)
             options = ocp.CheckpointManagerOptions(
-                max_to_keep=None, create=False, enable_async_checkpointing=False,
+                max_to_keep=None,
+                create=False,
+                enable_async_checkpointing=False,
                 cleanup_tmp_directories=False,
             )
         else:
@@ -146,9 +148,11 @@ def _to_savable(tree: Any) -> Any:
 
 def _from_savable(tree: Any, target: Any) -> Any:
     return jax.tree.map(
-        lambda saved, ref: jax.random.wrap_key_data(saved, impl=jax.random.key_impl(ref))
-        if _is_key(ref)
-        else saved,
+        lambda saved, ref: (
+            jax.random.wrap_key_data(saved, impl=jax.random.key_impl(ref))
+            if _is_key(ref)
+            else saved
+        ),
         tree,
         target,
     )

@@ -81,17 +81,34 @@ class RunConfig:
 
     def validate(self, sweepable: Sequence[str]) -> RunConfig:
         cfg.check_positive(self, "num_seeds", "keep_checkpoints")
-        cfg.check(isinstance(self.seed, int) and self.seed >= 0, "seed", self.seed, "an integer >= 0")
+        cfg.check(
+            isinstance(self.seed, int) and self.seed >= 0, "seed", self.seed, "an integer >= 0"
+        )
         for name in ("checkpoint_every", "log_every"):
             value = getattr(self, name)
-            cfg.check(value is None or (isinstance(value, int) and value > 0), name, value, "a positive integer")
+            cfg.check(
+                value is None or (isinstance(value, int) and value > 0),
+                name,
+                value,
+                "a positive integer",
+            )
         for name, values in self.sweep.items():
-            cfg.check(name in sweepable, "sweep", name, f"one of the sweepable hyperparameters {list(sweepable)}")
+            cfg.check(
+                name in sweepable,
+                "sweep",
+                name,
+                f"one of the sweepable hyperparameters {list(sweepable)}",
+            )
             cfg.check(len(values) > 0, f"sweep {name}", values, "a non-empty list of values")
         if self.resume:
             cfg.check(self.run_dir is not None, "resume", self.resume, "used together with run_dir")
         if self.checkpoint_every is not None:
-            cfg.check(self.run_dir is not None, "checkpoint_every", self.checkpoint_every, "used together with run_dir")
+            cfg.check(
+                self.run_dir is not None,
+                "checkpoint_every",
+                self.checkpoint_every,
+                "used together with run_dir",
+            )
         return self
 
 
@@ -133,13 +150,20 @@ def train(algorithm: str, config: Any, run: RunConfig) -> TrainResult:
 
     mesh = mesh_lib.make_mesh(run.num_devices)
     keys = jnp.stack(
-        [jax.random.fold_in(jax.random.key(run.seed), i) for _ in grid for i in range(run.num_seeds)]
+        [
+            jax.random.fold_in(jax.random.key(run.seed), i)
+            for _ in grid
+            for i in range(run.num_seeds)
+        ]
     )
     hparams = jax.tree.map(
-        lambda *xs: jnp.stack(xs), *[algo.hyperparams(**point) for point in grid for _ in range(run.num_seeds)]
+        lambda *xs: jnp.stack(xs),
+        *[algo.hyperparams(**point) for point in grid for _ in range(run.num_seeds)],
     )
     abstract = jax.eval_shape(jax.vmap(algo.init), keys, hparams)
-    shardings = mesh_lib.state_sharding(abstract, mesh, num_agents, config.num_envs, algo.ENV_FIELDS)
+    shardings = mesh_lib.state_sharding(
+        abstract, mesh, num_agents, config.num_envs, algo.ENV_FIELDS
+    )
     init_fn = jax.jit(functools.partial(init_agents, algo), out_shardings=shardings)
     state = init_fn(keys, hparams)
 
@@ -209,7 +233,7 @@ def train(algorithm: str, config: Any, run: RunConfig) -> TrainResult:
             t0 = time.perf_counter()
             new_state, metrics = chunk_fn(state, jnp.int32(update))
             # Host sync: (length, agents) arrays, skipped updates dropped.
-            metrics = jax.tree.map(lambda x: np.asarray(x)[:length], metrics)
+            metrics = jax.tree.map(lambda x, n=length: np.asarray(x)[:n], metrics)
             elapsed = time.perf_counter() - t0
             _check_finite(metrics, update, steps_per_update)
             state = new_state
@@ -217,7 +241,13 @@ def train(algorithm: str, config: Any, run: RunConfig) -> TrainResult:
             update += length
             for i in range(length):
                 per_update.append({k: v[i] for k, v in metrics.items()})
-            row = _log_row(metrics, update, steps_per_update, num_agents * steps_per_update * length / elapsed, elapsed)
+            row = _log_row(
+                metrics,
+                update,
+                steps_per_update,
+                num_agents * steps_per_update * length / elapsed,
+                elapsed,
+            )
             history.append(row)
             if is_main and run_dir is not None:
                 with open(run_dir / "metrics.jsonl", "a") as f:
@@ -225,8 +255,12 @@ def train(algorithm: str, config: Any, run: RunConfig) -> TrainResult:
             if writer is not None:
                 _write_tensorboard(writer, row)
             progress.update(num_agents * steps_per_update * length, row)
-            if checkpointer is not None and _should_checkpoint(run, update, steps_per_update, num_updates):
-                checkpointer.save(update, host_readable(state), {"env_steps": update * steps_per_update})
+            if checkpointer is not None and _should_checkpoint(
+                run, update, steps_per_update, num_updates
+            ):
+                checkpointer.save(
+                    update, host_readable(state), {"env_steps": update * steps_per_update}
+                )
     finally:
         progress.close()
         if writer is not None:
@@ -235,12 +269,23 @@ def train(algorithm: str, config: Any, run: RunConfig) -> TrainResult:
             checkpointer.close()
 
     summary = _summary(
-        algo, host_readable(state), per_update, history, grid, run, num_agents,
-        steps_per_update, train_seconds, compile_seconds, time.perf_counter() - wall_start,
+        algo,
+        host_readable(state),
+        per_update,
+        history,
+        grid,
+        run,
+        num_agents,
+        steps_per_update,
+        train_seconds,
+        compile_seconds,
+        time.perf_counter() - wall_start,
     )
     if is_main and run_dir is not None:
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    return TrainResult(state=state, metrics=history, summary=summary, algorithm=algo, run_dir=run_dir)
+    return TrainResult(
+        state=state, metrics=history, summary=summary, algorithm=algo, run_dir=run_dir
+    )
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -283,7 +328,9 @@ def _chunk_length(run: RunConfig, steps_per_update: int, num_updates: int) -> in
     return min(chunk, num_updates)
 
 
-def _should_checkpoint(run: RunConfig, update: int, steps_per_update: int, num_updates: int) -> bool:
+def _should_checkpoint(
+    run: RunConfig, update: int, steps_per_update: int, num_updates: int
+) -> bool:
     if update >= num_updates:
         return True
     if run.checkpoint_every is None:
@@ -305,7 +352,11 @@ def _check_finite(metrics: dict[str, np.ndarray], first_update: int, steps_per_u
 
 def _log_row(metrics, update, steps_per_update, sps, elapsed) -> dict[str, Any]:
     """One metrics.jsonl row: per-agent lists averaged over the chunk's updates."""
-    row: dict[str, Any] = {"update": update, "env_steps": update * steps_per_update, "steps_per_second": sps}
+    row: dict[str, Any] = {
+        "update": update,
+        "env_steps": update * steps_per_update,
+        "steps_per_second": sps,
+    }
     counts = metrics["episodes"].astype(np.float64)
     for name, values in metrics.items():
         if name == "episodes":
@@ -320,8 +371,19 @@ def _log_row(metrics, update, steps_per_update, sps, elapsed) -> dict[str, Any]:
     return row
 
 
-def _summary(algo, state, per_update, history, grid, run, num_agents, steps_per_update,
-             train_seconds, compile_seconds, wall_seconds) -> dict[str, Any]:
+def _summary(
+    algo,
+    state,
+    per_update,
+    history,
+    grid,
+    run,
+    num_agents,
+    steps_per_update,
+    train_seconds,
+    compile_seconds,
+    wall_seconds,
+) -> dict[str, Any]:
     # From the logged rows, which a resumed run has exactly as an uninterrupted one.
     final = _final_returns(history, algo.config.num_updates, num_agents)
     updates_run = len(per_update)
@@ -329,7 +391,9 @@ def _summary(algo, state, per_update, history, grid, run, num_agents, steps_per_
         "final_return_mean": _nan_to_none(np.nanmean(final)) if final.size else None,
         "final_return_std": _nan_to_none(np.nanstd(final)) if final.size else None,
         "final_return_per_agent": [_nan_to_none(v) for v in final],
-        "steps_per_second": (updates_run * steps_per_update * num_agents / train_seconds) if train_seconds else None,
+        "steps_per_second": (updates_run * steps_per_update * num_agents / train_seconds)
+        if train_seconds
+        else None,
         "compile_seconds": compile_seconds,
         "wall_seconds": wall_seconds,
         "train_seconds": train_seconds,
@@ -343,8 +407,12 @@ def _summary(algo, state, per_update, history, grid, run, num_agents, steps_per_
         summary["sweep"] = [
             {
                 **point,
-                "final_return_mean": _nan_to_none(np.nanmean(final[g * run.num_seeds:(g + 1) * run.num_seeds])),
-                "final_return_std": _nan_to_none(np.nanstd(final[g * run.num_seeds:(g + 1) * run.num_seeds])),
+                "final_return_mean": _nan_to_none(
+                    np.nanmean(final[g * run.num_seeds : (g + 1) * run.num_seeds])
+                ),
+                "final_return_std": _nan_to_none(
+                    np.nanstd(final[g * run.num_seeds : (g + 1) * run.num_seeds])
+                ),
             }
             for g, point in enumerate(grid)
         ]
@@ -381,11 +449,15 @@ def _run_dict(run: RunConfig) -> dict[str, Any]:
 _RESUME_MAY_DIFFER = {"resume", "progress", "num_devices", "tensorboard", "run_dir"}
 
 
-def _prepare_run_dir(run_dir: pathlib.Path, resolved: dict[str, Any], resume: bool, is_main: bool) -> None:
+def _prepare_run_dir(
+    run_dir: pathlib.Path, resolved: dict[str, Any], resume: bool, is_main: bool
+) -> None:
     config_path = run_dir / "config.json"
     if resume:
         if not config_path.exists():
-            raise cfg.ConfigError(f"invalid resume=True: {run_dir} has no config.json to resume from")
+            raise cfg.ConfigError(
+                f"invalid resume=True: {run_dir} has no config.json to resume from"
+            )
         saved = json.loads(config_path.read_text())
         _check_same_config(saved, resolved)
         if is_main:  # written again when the resumed run finishes
@@ -456,7 +528,8 @@ def _tensorboard_writer(run_dir: pathlib.Path | None, enabled: bool):
         from tensorboardX import SummaryWriter
     except ImportError as err:
         raise cfg.ConfigError(
-            "invalid tensorboard=True: TensorBoard logging needs tensorboardX (pip install tensorboardX)"
+            "invalid tensorboard=True: TensorBoard logging needs tensorboardX "
+            "(pip install tensorboardX)"
         ) from err
     return SummaryWriter(str(run_dir / "tensorboard"))
 

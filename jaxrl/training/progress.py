@@ -16,7 +16,11 @@ class Progress:
             from tqdm.auto import tqdm
 
             self._bar = tqdm(
-                total=total, initial=initial, unit="step", unit_scale=True, dynamic_ncols=True,
+                total=total,
+                initial=initial,
+                unit="step",
+                unit_scale=True,
+                dynamic_ncols=True,
                 smoothing=0.3,
             )
 

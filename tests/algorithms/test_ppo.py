@@ -69,7 +69,10 @@ def test_truncated_episodes_bootstrap_terminated_do_not():
     state = algo.init(jax.random.key(0), algo.hyperparams())
     # Make the critic constant: V(s) = 3 for every s.
     critic = state.params["params"]["critic_head"]["Dense_0"]
-    critic = {"kernel": jnp.zeros_like(critic["kernel"]), "bias": jnp.full_like(critic["bias"], 3.0)}
+    critic = {
+        "kernel": jnp.zeros_like(critic["kernel"]),
+        "bias": jnp.full_like(critic["bias"], 3.0),
+    }
     new_params = jax.tree.map(lambda x: x, state.params)
     new_params["params"]["critic_head"]["Dense_0"] = critic
     state = state.replace(params=new_params)

@@ -25,15 +25,21 @@ def test_clipped_surrogate_hand_computed():
 
 def test_surrogate_is_pessimistic_bound():
     # With A > 0 and ratio below 1 - eps, the unclipped term is smaller and must be used.
-    loss, _ = losses.clipped_surrogate_loss(jnp.array([math.log(0.5)]), jnp.zeros(1), jnp.ones(1), 0.2)
+    loss, _ = losses.clipped_surrogate_loss(
+        jnp.array([math.log(0.5)]), jnp.zeros(1), jnp.ones(1), 0.2
+    )
     assert float(loss) == pytest.approx(-0.5)
 
 
 def test_value_loss_clipped_and_unclipped():
     value, old, ret = jnp.array([2.0, 0.0]), jnp.array([1.0, 0.0]), jnp.array([3.0, 1.0])
-    assert float(losses.value_loss(value, old, ret, 0.2, clip=False)) == pytest.approx(0.5 * (1 + 1) / 2)
+    assert float(losses.value_loss(value, old, ret, 0.2, clip=False)) == pytest.approx(
+        0.5 * (1 + 1) / 2
+    )
     # Sample 0: V_clip = 1.2 -> (1.2 - 3)^2 = 3.24 > (2 - 3)^2 = 1 -> 3.24. Sample 1: 1.
-    assert float(losses.value_loss(value, old, ret, 0.2, clip=True)) == pytest.approx(0.5 * (3.24 + 1) / 2)
+    assert float(losses.value_loss(value, old, ret, 0.2, clip=True)) == pytest.approx(
+        0.5 * (3.24 + 1) / 2
+    )
 
 
 def test_normalize_advantages_population_std():
@@ -44,11 +50,23 @@ def test_normalize_advantages_population_std():
 
 
 def test_total_loss_combines_terms():
-    kw = dict(clip_eps=0.2, vf_clip_eps=0.2, vf_coef=0.5, ent_coef=0.01, clip_value=False,
-              normalize_advantages_=False)
+    kw = dict(
+        clip_eps=0.2,
+        vf_clip_eps=0.2,
+        vf_coef=0.5,
+        ent_coef=0.01,
+        clip_value=False,
+        normalize_advantages_=False,
+    )
     total, stats = losses.ppo_loss(
-        jnp.zeros(2), jnp.array([0.7, 0.5]), jnp.array([1.0, 2.0]), jnp.zeros(2), jnp.zeros(2),
-        jnp.array([1.0, -1.0]), jnp.array([0.0, 0.0]), **kw,
+        jnp.zeros(2),
+        jnp.array([0.7, 0.5]),
+        jnp.array([1.0, 2.0]),
+        jnp.zeros(2),
+        jnp.zeros(2),
+        jnp.array([1.0, -1.0]),
+        jnp.array([0.0, 0.0]),
+        **kw,
     )
     policy = -(1.0 - 1.0) / 2
     value = 0.5 * (1 + 4) / 2

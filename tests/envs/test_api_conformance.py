@@ -24,9 +24,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from jaxrl.envs import spaces
 
 from jaxrl import envs
+from jaxrl.envs import spaces
 
 ROLLOUT_STEPS = 24
 SMALL_LIMIT = 4

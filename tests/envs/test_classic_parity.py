@@ -33,6 +33,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from scipy import stats
+
+from jaxrl import envs
 from jaxrl.envs import spaces
 from jaxrl.envs.classic import (
     AcrobotState,
@@ -41,9 +44,6 @@ from jaxrl.envs.classic import (
     MountainCarState,
     PendulumState,
 )
-from scipy import stats
-
-from jaxrl import envs
 
 gym = pytest.importorskip("gymnasium")
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import pytest
-from jaxrl.envs.classic import AcrobotParams, PendulumParams
-from jaxrl.envs.memory import MemoryChain
 
 from jaxrl import envs
+from jaxrl.envs.classic import AcrobotParams, PendulumParams
+from jaxrl.envs.memory import MemoryChain
 
 
 # ------------------------------------------------------------------ unknown ids

@@ -10,10 +10,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jaxrl.envs.classic import CartPole, CartPoleParams
-from jaxrl.envs.memory import CartPolePOMDP, MemoryChain
 
 from jaxrl import envs
+from jaxrl.envs.classic import CartPole, CartPoleParams
+from jaxrl.envs.memory import CartPolePOMDP, MemoryChain
 
 
 # ------------------------------------------------------------------ CartPole-POMDP

@@ -29,6 +29,9 @@ import numpy as np
 import pytest
 
 pytest.importorskip("minatar")
+from minatar import Environment as RefEnvironment  # noqa: E402
+
+from jaxrl import envs  # noqa: E402
 from jaxrl.envs.minatar import (  # noqa: E402
     Asterix,
     AsterixState,
@@ -43,9 +46,6 @@ from jaxrl.envs.minatar import (  # noqa: E402
 from jaxrl.envs.minatar import asterix as asterix_mod  # noqa: E402
 from jaxrl.envs.minatar import freeway as freeway_mod  # noqa: E402
 from jaxrl.envs.minatar.common import FULL_ACTIONS  # noqa: E402
-from minatar import Environment as RefEnvironment  # noqa: E402
-
-from jaxrl import envs  # noqa: E402
 
 I32 = np.int32
 

@@ -28,7 +28,9 @@ def test_diag_gaussian():
         for xi, m, s in [(0.5, 0.0, 1.0), (0.0, 1.0, 2.0)]
     )
     assert float(d.log_prob(x)) == pytest.approx(expected, rel=1e-6)
-    assert float(d.entropy()) == pytest.approx(sum(0.5 * math.log(2 * math.pi * math.e * s**2) for s in (1, 2)), rel=1e-6)
+    assert float(d.entropy()) == pytest.approx(
+        sum(0.5 * math.log(2 * math.pi * math.e * s**2) for s in (1, 2)), rel=1e-6
+    )
 
 
 def test_tanh_gaussian_change_of_variables():

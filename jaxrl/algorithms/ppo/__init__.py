@@ -6,4 +6,13 @@ from .train import PPO, PPOState, make
 
 Config = PPOConfig  # every algorithm module exposes its config class as `Config`
 
-__all__ = ["Config", "PPO", "PPOConfig", "PPOState", "PRESETS", "SWEEPABLE", "default_config", "make"]
+__all__ = [
+    "Config",
+    "PPO",
+    "PPOConfig",
+    "PPOState",
+    "PRESETS",
+    "SWEEPABLE",
+    "default_config",
+    "make",
+]

@@ -80,11 +80,14 @@ class PPOConfig:
         cfg.check_choice(self, "activation", ("tanh", "relu", "gelu", "silu"))
         cfg.check(
             len(self.hidden_sizes) > 0 and all(h > 0 for h in self.hidden_sizes),
-            "hidden_sizes", self.hidden_sizes, "a non-empty list of positive layer sizes",
+            "hidden_sizes",
+            self.hidden_sizes,
+            "a non-empty list of positive layer sizes",
         )
         cfg.check(
             self.total_steps >= self.batch_size,
-            "total_steps", self.total_steps,
+            "total_steps",
+            self.total_steps,
             f">= num_envs * num_steps = {self.batch_size} (one update)",
         )
         # Feed-forward PPO shuffles single transitions; recurrent PPO must keep
@@ -92,13 +95,15 @@ class PPOConfig:
         if self.recurrent:
             cfg.check(
                 self.num_envs % self.num_minibatches == 0,
-                "num_minibatches", self.num_minibatches,
+                "num_minibatches",
+                self.num_minibatches,
                 f"a divisor of num_envs={self.num_envs} (recurrent PPO splits minibatches by env)",
             )
         else:
             cfg.check(
                 self.batch_size % self.num_minibatches == 0,
-                "num_minibatches", self.num_minibatches,
+                "num_minibatches",
+                self.num_minibatches,
                 f"a divisor of num_envs * num_steps = {self.batch_size}",
             )
         return self
@@ -109,35 +114,71 @@ class PPOConfig:
 PRESETS: dict[str, dict[str, Any]] = {
     "CartPole-v1": {},
     "Acrobot-v1": {
-        "num_envs": 16, "num_steps": 128, "lr": 1e-3, "ent_coef": 0.0,
-        "normalize_obs": True, "total_steps": 500_000,
+        "num_envs": 16,
+        "num_steps": 128,
+        "lr": 1e-3,
+        "ent_coef": 0.0,
+        "normalize_obs": True,
+        "total_steps": 500_000,
     },
     "MountainCar-v0": {"num_envs": 16, "normalize_obs": True, "total_steps": 1_000_000},
     "Pendulum-v1": {
-        "num_envs": 16, "num_steps": 256, "update_epochs": 10, "num_minibatches": 16,
-        "lr": 1e-3, "gamma": 0.95, "gae_lambda": 0.95, "ent_coef": 0.0, "max_grad_norm": 0.5,
-        "normalize_obs": True, "normalize_reward": True, "total_steps": 1_000_000,
-        "clip_value": False, "init_log_std": -0.5,
+        "num_envs": 16,
+        "num_steps": 256,
+        "update_epochs": 10,
+        "num_minibatches": 16,
+        "lr": 1e-3,
+        "gamma": 0.95,
+        "gae_lambda": 0.95,
+        "ent_coef": 0.0,
+        "max_grad_norm": 0.5,
+        "normalize_obs": True,
+        "normalize_reward": True,
+        "total_steps": 1_000_000,
+        "clip_value": False,
+        "init_log_std": -0.5,
     },
     "MountainCarContinuous-v0": {
-        "num_envs": 16, "normalize_obs": True, "normalize_reward": True, "ent_coef": 0.0,
+        "num_envs": 16,
+        "normalize_obs": True,
+        "normalize_reward": True,
+        "ent_coef": 0.0,
         "total_steps": 1_000_000,
     },
     "CartPole-POMDP-v1": {
-        "recurrent": True, "num_envs": 16, "num_steps": 128, "num_minibatches": 4,
-        "lr": 1e-3, "total_steps": 1_000_000, "hidden_sizes": (64,), "rnn_hidden_size": 128,
+        "recurrent": True,
+        "num_envs": 16,
+        "num_steps": 128,
+        "num_minibatches": 4,
+        "lr": 1e-3,
+        "total_steps": 1_000_000,
+        "hidden_sizes": (64,),
+        "rnn_hidden_size": 128,
     },
     "MemoryChain-v0": {
-        "recurrent": True, "num_envs": 16, "num_steps": 64, "lr": 1e-3, "total_steps": 200_000,
-        "hidden_sizes": (64,), "rnn_hidden_size": 64,
+        "recurrent": True,
+        "num_envs": 16,
+        "num_steps": 64,
+        "lr": 1e-3,
+        "total_steps": 200_000,
+        "hidden_sizes": (64,),
+        "rnn_hidden_size": 64,
     },
 }
 # MinAtar: PureJaxRL's MinAtar PPO settings.
 for _game in ("Breakout", "Asterix", "Freeway", "SpaceInvaders"):
     PRESETS[f"{_game}-MinAtar"] = {
-        "num_envs": 64, "num_steps": 128, "update_epochs": 4, "num_minibatches": 8,
-        "lr": 5e-4, "gamma": 0.99, "gae_lambda": 0.95, "ent_coef": 0.01,
-        "activation": "relu", "hidden_sizes": (256, 256), "total_steps": 10_000_000,
+        "num_envs": 64,
+        "num_steps": 128,
+        "update_epochs": 4,
+        "num_minibatches": 8,
+        "lr": 5e-4,
+        "gamma": 0.99,
+        "gae_lambda": 0.95,
+        "ent_coef": 0.01,
+        "activation": "relu",
+        "hidden_sizes": (256, 256),
+        "total_steps": 10_000_000,
     }
 
 

@@ -23,7 +23,9 @@ class PolicyHead(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> Distribution:
-        out = nn.Dense(self.action_dim, kernel_init=orthogonal(0.01), bias_init=nn.initializers.zeros)(x)
+        out = nn.Dense(
+            self.action_dim, kernel_init=orthogonal(0.01), bias_init=nn.initializers.zeros
+        )(x)
         if self.discrete:
             return Categorical(out)
         # State-independent log standard deviation, a learned parameter.

@@ -73,8 +73,13 @@ class PPO:
     # State fields with a per-environment leading axis (sharded over devices
     # when the agents alone do not divide evenly; see training/mesh.py).
     ENV_FIELDS = (
-        "env_state", "obs", "done", "rnn_carry", "discounted_return",
-        "episode_return", "episode_length",
+        "env_state",
+        "obs",
+        "done",
+        "rnn_carry",
+        "discounted_return",
+        "episode_return",
+        "episode_length",
     )
 
     def __init__(self, config: PPOConfig, env: envs.Environment, env_params: Any):
@@ -85,7 +90,8 @@ class PPO:
         self.discrete = isinstance(action_space, envs.spaces.Discrete)
         if not self.discrete and not isinstance(action_space, envs.spaces.Box):
             raise cfg.ConfigError(
-                f"env={config.env!r}: PPO supports Discrete or Box action spaces, got {action_space!r}"
+                f"env={config.env!r}: PPO supports Discrete or Box action spaces, "
+                f"got {action_space!r}"
             )
         if self.discrete and config.tanh_squash:
             raise cfg.ConfigError(
@@ -93,7 +99,9 @@ class PPO:
                 f"{action_space!r}; tanh squashing applies only to continuous (Box) actions"
             )
         if not self.discrete and len(action_space.shape) != 1:
-            raise cfg.ConfigError(f"env={config.env!r}: Box actions must be 1-D, got {action_space.shape}")
+            raise cfg.ConfigError(
+                f"env={config.env!r}: Box actions must be 1-D, got {action_space.shape}"
+            )
         self.action_space = action_space
         self.action_dim = action_space.n if self.discrete else action_space.shape[0]
         self.obs_shape = tuple(env.observation_space(env_params).shape)
@@ -207,7 +215,9 @@ class PPO:
             action = dist.sample(k_act)
             log_prob = dist.log_prob(action)
             next_obs, env_state, reward, terminated, truncated, info = env_step(
-                jax.random.split(k_env, c.num_envs), state.env_state, self.to_env_action(action),
+                jax.random.split(k_env, c.num_envs),
+                state.env_state,
+                self.to_env_action(action),
                 self.env_params,
             )
             done = jnp.logical_or(terminated, truncated)
@@ -233,8 +243,13 @@ class PPO:
                 scaled_reward, terminated, truncated, jax.lax.stop_gradient(final_value), hp.gamma
             )
             transition = Transition(
-                obs=obs_in, action=action, log_prob=log_prob, value=value,
-                reward=scaled_reward, done=done, reset=state.done,
+                obs=obs_in,
+                action=action,
+                log_prob=log_prob,
+                value=value,
+                reward=scaled_reward,
+                done=done,
+                reset=state.done,
             )
             episode = {
                 "returned": done,
@@ -316,7 +331,9 @@ class PPO:
         def epoch(carry, key):
             params, opt_state = carry
             minibatches = self._minibatches(key, traj, advantages, returns, start_carry)
-            (params, opt_state), stats = jax.lax.scan(minibatch_step, (params, opt_state), minibatches)
+            (params, opt_state), stats = jax.lax.scan(
+                minibatch_step, (params, opt_state), minibatches
+            )
             return (params, opt_state), stats
 
         key, k_epochs = jax.random.split(state.key)
