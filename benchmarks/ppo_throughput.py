@@ -43,6 +43,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -118,9 +119,10 @@ def print_table(cells: list[dict[str, Any]]) -> None:
     """One group per seed count; SB3 (no seed vectorisation) joins each group at its 1-seed rate."""
     base = {c["seeds"]: c for c in cells if c["library"] == "jaxrl"}
     sb3 = [c for c in cells if c["library"] == "sb3"]
+    w = max([8, *(len(c["library"]) for c in cells)])
     head = (
-        f"{'library':<8} {'seeds':>5} {'steps':>8} {'steps/s':>10} {'jaxrl/x':>8} {'cpu st/s':>10} "
-        f"{'jaxrl/x':>8} {'compile s':>9} {'return':>7} {'train ret':>9}"
+        f"{'library':<{w}} {'seeds':>5} {'steps':>8} {'steps/s':>10} {'jaxrl/x':>8} "
+        f"{'cpu st/s':>10} {'jaxrl/x':>8} {'compile s':>9} {'return':>7} {'train ret':>9}"
     )
     print(head)
     print("-" * len(head))
@@ -135,7 +137,7 @@ def print_table(cells: list[dict[str, Any]]) -> None:
                 cpu_ratio = ref["cpu_steps_per_second"] / c["cpu_steps_per_second"]
             label = f"{c['seeds']}" if c["library"] != "sb3" else "1*"
             print(
-                f"{c['library']:<8} {label:>5} {c['total_steps']:>8} "
+                f"{c['library']:<{w}} {label:>5} {c['total_steps']:>8} "
                 f"{fmt(c['steps_per_second'], ',.0f'):>10} "
                 f"{fmt(ratio, '.2f'):>8} {fmt(c.get('cpu_steps_per_second'), ',.0f'):>10} "
                 f"{fmt(cpu_ratio, '.2f'):>8} {fmt(c['compile_seconds'], '.1f'):>9} "
@@ -353,7 +355,9 @@ def main(argv: list[str] | None = None) -> int:
         out = args.out
     else:
         previous = json.loads(args.out.read_text()) if args.out.exists() else {}
-        partial = args.out.with_suffix(".partial.json")
+        # Progress of an unfinished run, outside the repository; removed at the end.
+        partial = Path(tempfile.gettempdir()) / f"{args.out.stem}.partial.json"
+        print(f"progress: {partial}", flush=True)
         result = {**meta, **run_benchmark(args, partial)}
         partial.unlink(missing_ok=True)
         if "profile" in previous:  # keep the last --profile run

@@ -111,11 +111,19 @@ def test_invalid_param_names_the_field(env_id: str, field: str, value: float) ->
         envs.make(env_id, **{field: value})
 
 
-def test_params_validate_on_construction_and_replace() -> None:
+def test_params_validate_when_used_not_when_rebuilt() -> None:
+    """Hand-built params fail at `validate()`, `reset` and `step`; JAX may rebuild them freely
+    (e.g. a `vmap` in_axes tree of zeros) without tripping the check."""
     with pytest.raises(ValueError, match="link_mass_2"):
-        AcrobotParams(link_mass_2=-1.0)
+        AcrobotParams(link_mass_2=-1.0).validate()
+    bad = PendulumParams().replace(dt=-0.05)
+    env, _ = envs.make("Pendulum-v1")
     with pytest.raises(ValueError, match="PendulumParams.dt"):
-        PendulumParams().replace(dt=-0.05)
+        env.reset(jax.random.key(0), bad)
+    _, state = env.reset(jax.random.key(0), PendulumParams())
+    with pytest.raises(ValueError, match="PendulumParams.dt"):
+        env.step(jax.random.key(0), state, jax.numpy.zeros((1,)), bad)
+    jax.tree.map(lambda _: 0, PendulumParams())  # an in_axes tree: no error
 
 
 def test_traced_params_skip_validation_and_still_work() -> None:
