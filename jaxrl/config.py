@@ -36,7 +36,9 @@ def check(ok: bool, field: str, value: Any, allowed: str) -> None:
 def check_positive(config: Any, *fields: str) -> None:
     for name in fields:
         value = getattr(config, name)
-        check(isinstance(value, (int, float)) and value > 0, name, value, "> 0")
+        is_number = isinstance(value, (int, float))
+        check(not is_number or math.isfinite(value), name, value, "a finite number")
+        check(is_number and value > 0, name, value, "> 0")
 
 
 def check_range(config: Any, field: str, low: float, high: float, *, closed: bool = True) -> None:
@@ -90,9 +92,10 @@ def coerce(name: str, value: Any, hint: Any) -> Any:
                 raise ValueError
             return bool(value)
         if hint is int:
-            if isinstance(value, float) and not value.is_integer():
-                raise ValueError
-            return int(float(value)) if isinstance(value, str) else int(value)
+            number = float(value) if isinstance(value, str) else value
+            if isinstance(number, bool) or not float(number).is_integer():
+                raise ValueError  # never truncate 2.5 to 2
+            return int(number)
         if hint is float:
             return float(value)
         if hint is str:
