@@ -55,7 +55,7 @@ class BreakoutState(MinAtarState):
 
 @struct.dataclass
 class BreakoutParams(MinAtarParams):
-    pass
+    """Breakout has no parameters beyond the shared MinAtar ones (no difficulty ramp)."""
 
 
 def _wall() -> np.ndarray:

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import pytest
 
+from jaxrl.algorithms.ppo import PPO
+
 from ._scenarios.harness import (
     concat_metrics,
     concat_params,
@@ -51,15 +53,7 @@ BASE = {
 }
 PARAMS_TOL = {"rtol": 1e-5, "atol": 1e-6}
 METRICS_TOL = {"rtol": 1e-4, "atol": 1e-5}
-ENV_FIELDS = (
-    "env_state",
-    "obs",
-    "done",
-    "rnn_carry",
-    "discounted_return",
-    "episode_return",
-    "episode_length",
-)
+ENV_FIELDS = PPO.ENV_FIELDS  # the fields the driver shards along the env axis
 
 
 def run(tmp_path, runs):

@@ -264,7 +264,7 @@ def test_cli_flags_reach_initialize_distributed(monkeypatch):
     calls = []
 
     class Stop(Exception):
-        pass
+        """Raised by the fake `train` to end the CLI call once its arguments are recorded."""
 
     def fake_train(*args, **kwargs):
         raise Stop
