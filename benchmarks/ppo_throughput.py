@@ -158,8 +158,6 @@ def run_benchmark(args: argparse.Namespace, partial_out: Path | None = None) -> 
     runs: dict[tuple[str, int], list[dict[str, Any]]] = {}
 
     def record(result: dict[str, Any]) -> None:
-        if result.get("variant", "base") != "base":  # candidate optimisation: its own row
-            result["library"] = f"jaxrl:{result['variant']}"
         runs.setdefault((result["library"], result["seeds"]), []).append(result)
         if partial_out is not None:  # progress survives an interrupted run
             partial_out.write_text(
@@ -185,14 +183,7 @@ def run_benchmark(args: argparse.Namespace, partial_out: Path | None = None) -> 
     for rep in range(args.repeats):
         for seeds in args.seeds:
             print(f"[repeat {rep + 1}/{args.repeats}] seeds={seeds}", flush=True)
-            jobs = [
-                (
-                    sys.executable,
-                    "jaxrl_ppo.py",
-                    {**common, "seeds": seeds, "seed": rep, "variant": v},
-                )
-                for v in args.jaxrl_variants
-            ]
+            jobs = [(sys.executable, "jaxrl_ppo.py", {**common, "seeds": seeds, "seed": rep})]
             if rejax_py:
                 jobs.append((rejax_py, "rejax_ppo.py", {**common, "seeds": seeds, "seed": rep}))
             if rep % 2:  # alternate who goes first
@@ -246,7 +237,7 @@ def run_profile(args: argparse.Namespace) -> dict[str, Any]:
     out: list[dict[str, Any]] = []
     for rep in range(args.repeats):
         for seeds in args.seeds:
-            jobs = [(sys.executable, {"lib": "jaxrl", "variant": v}) for v in args.variants]
+            jobs = [(sys.executable, {"lib": "jaxrl"})]
             jobs.append((rejax_py, {"lib": "rejax"}))
             if rep % 2:
                 jobs.reverse()
@@ -287,12 +278,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--skip-sb3", action="store_true")
     p.add_argument("--skip-rejax", action="store_true")
-    p.add_argument(
-        "--jaxrl-variants",
-        nargs="+",
-        default=["base"],
-        help="jaxrl rows: base and/or candidate optimisations (workers/_jaxrl_variants.py)",
-    )
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument(
         "--log-every",
@@ -307,12 +292,6 @@ def main(argv: list[str] | None = None) -> int:
         "--profile",
         action="store_true",
         help="instead: per-update profile (rollout vs full update, HLO op counts), jaxrl vs rejax",
-    )
-    p.add_argument(
-        "--variants",
-        nargs="+",
-        default=["base"],
-        help="with --profile: jaxrl variants from workers/_jaxrl_variants.py",
     )
     p.add_argument("--iters", type=int, default=10, help="with --profile: timed calls per function")
     args = p.parse_args(argv)

@@ -127,13 +127,6 @@ def main(args: dict) -> dict:
     import jaxrl
     from jaxrl.training import driver
 
-    sys.path.insert(0, __file__.rsplit("/", 1)[0])
-    variant = args.get("variant", "base")
-    if variant != "base":  # candidate optimisation, patched in for this process only
-        from _jaxrl_variants import install
-
-        install(variant)
-
     seeds = int(args.get("seeds", 1))
     shim = _ClockShim()
     real_time = driver.time
@@ -159,7 +152,6 @@ def main(args: dict) -> dict:
     )
     return {
         "library": "jaxrl",
-        "variant": variant,
         "jax_version": jax.__version__,
         "seeds": seeds,
         "total_steps": s["env_steps_per_agent"],

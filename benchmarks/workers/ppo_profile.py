@@ -1,6 +1,6 @@
 """Per-update profile of one PPO iteration, jaxrl or rejax (run by ppo_throughput.py --profile).
 
-    python ppo_profile.py '{"lib": "jaxrl", "seeds": 64, "iters": 20, "variant": "base"}'
+    python ppo_profile.py '{"lib": "jaxrl", "seeds": 64, "iters": 20}'
 
 Runs in the project venv for jaxrl and in benchmarks/.venvs/rejax for rejax
 (the file imports only what `lib` needs). It jits
@@ -8,8 +8,6 @@ Runs in the project venv for jaxrl and in benchmarks/.venvs/rejax for rejax
 `vmap(rollout)` (the 128-step collection alone), records the compiled HLO's
 op counts and XLA's cost analysis, and times `iters` calls of each after a
 warm-up. Prints ONE JSON line.
-
-jaxrl `variant`: see _jaxrl_variants.py (patched into this process only).
 """
 
 from __future__ import annotations
@@ -93,7 +91,6 @@ def profile(update, rollout, state, iters: int) -> dict:
 def run_jaxrl(args: dict) -> dict:
     import jax
     import jax.numpy as jnp
-    from _jaxrl_variants import install  # benchmarks/workers/_jaxrl_variants.py
 
     import jaxrl  # noqa: F401
     from jaxrl.algorithms.ppo import train as ppo_train
@@ -103,8 +100,7 @@ def run_jaxrl(args: dict) -> dict:
     iters = int(args.get("iters", 20))
     config = PPOConfig(env="CartPole-v1")
     results = {}
-    variant = args.get("variant", "base")
-    install(variant)
+    variant = "base"
     algo = ppo_train.make(config)
     keys = jax.random.split(jax.random.key(0), seeds)
     hparams = jax.tree.map(lambda *xs: jnp.stack(xs), *[algo.hyperparams() for _ in range(seeds)])
@@ -112,30 +108,6 @@ def run_jaxrl(args: dict) -> dict:
     update = jax.vmap(algo.update)
     rollout = jax.vmap(lambda s: algo._rollout(s)[:2])  # keep the transitions live
     results[variant] = profile(update, rollout, state, iters)
-    if args.get("chunk"):
-        # The driver's run_chunk: scan of K updates, each behind lax.cond (skip past the end),
-        # against the same scan without the cond. Per-update milliseconds.
-        k = int(args["chunk"])
-        metrics_shape = jax.eval_shape(update, state)[1]
-
-        def with_cond(s):
-            def body(s, i):
-                skip = lambda s: (
-                    s,
-                    jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), metrics_shape),
-                )
-                return jax.lax.cond(i < 10**9, update, skip, s)
-
-            return jax.lax.scan(body, s, jnp.arange(k))
-
-        def without_cond(s):
-            return jax.lax.scan(lambda s, i: update(s), s, jnp.arange(k))
-
-        for name, fn in (("chunk_cond", with_cond), ("chunk_nocond", without_cond)):
-            compiled = jax.jit(fn).lower(state).compile()
-            wall, cpu = time_calls(compiled, state, max(2, iters // k))
-            results[variant][f"{name}_ms"] = 1e3 * wall / k
-            results[variant][f"{name}_cpu_ms"] = 1e3 * cpu / k
     return {"lib": "jaxrl", "seeds": seeds, "jax_version": jax.__version__, "variants": results}
 
 

@@ -186,37 +186,38 @@ def train(algorithm: str, config: Any, run: RunConfig) -> TrainResult:
     metrics_sharding = mesh_lib.replicated(mesh)
 
     update_fn = jax.vmap(algo.update)
-    metrics_shape = jax.eval_shape(update_fn, abstract)[1]
 
-    def run_chunk(state, start):
-        """`chunk` updates from update number `start`; updates past the end are skipped.
+    state_spec = jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), state
+    )
+    programs: dict[int, Any] = {}  # chunk length -> compiled program
 
-        Every call has the same length, so the whole run compiles once. The
-        skip is a real `lax.cond` on an unbatched scalar, so skipped updates
-        cost nothing; their metrics are zeros and dropped on the host.
-        """
+    def program(length: int):
+        """The compiled program for a chunk of `length` updates: one `lax.scan`, no host
+        sync inside. Compiled once per length; a run needs at most two lengths (the
+        chunk and, when the chunk does not divide the run, the tail)."""
+        if length not in programs:
 
-        def body(s, i):
-            def skip(s):
-                return s, jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), metrics_shape)
+            def run_updates(state):
+                return jax.lax.scan(lambda s, _: update_fn(s), state, None, length=length)
 
-            return jax.lax.cond(start + i < num_updates, update_fn, skip, s)
-
-        return jax.lax.scan(body, state, jnp.arange(chunk))
+            programs[length] = (
+                jax.jit(
+                    run_updates,
+                    in_shardings=(shardings,),
+                    out_shardings=(shardings, metrics_sharding),
+                    donate_argnums=0,
+                )
+                .lower(state_spec)
+                .compile()
+            )
+        return programs[length]
 
     compile_seconds = 0.0
-    t0 = time.perf_counter()
-    chunk_fn = (
-        jax.jit(
-            run_chunk,
-            in_shardings=(shardings, metrics_sharding),
-            out_shardings=(shardings, metrics_sharding),
-            donate_argnums=0,
-        )
-        .lower(state, jnp.int32(0))
-        .compile()
-    )
-    compile_seconds += time.perf_counter() - t0
+    if start_update < num_updates:
+        t0 = time.perf_counter()
+        program(min(chunk, num_updates - start_update))
+        compile_seconds = time.perf_counter() - t0
 
     writer = _tensorboard_writer(run_dir, run.tensorboard) if is_main else None
     progress = Progress(
@@ -230,10 +231,13 @@ def train(algorithm: str, config: Any, run: RunConfig) -> TrainResult:
     try:
         while update < num_updates:
             length = min(chunk, num_updates - update)
+            if length not in programs:  # the tail of a run the chunk does not divide
+                t0 = time.perf_counter()
+                program(length)
+                compile_seconds += time.perf_counter() - t0
             t0 = time.perf_counter()
-            new_state, metrics = chunk_fn(state, jnp.int32(update))
-            # Host sync: (length, agents) arrays, skipped updates dropped.
-            metrics = jax.tree.map(lambda x, n=length: np.asarray(x)[:n], metrics)
+            new_state, metrics = programs[length](state)
+            metrics = jax.tree.map(np.asarray, metrics)  # host sync: (length, agents) arrays
             elapsed = time.perf_counter() - t0
             _check_finite(metrics, update, steps_per_update)
             state = new_state
@@ -319,13 +323,31 @@ def _host_transfer_fns(mesh, shardings):
 
 
 def _chunk_length(run: RunConfig, steps_per_update: int, num_updates: int) -> int:
-    """Updates per compiled call: the log interval, aligned to checkpoints."""
-    log_every = run.log_every or max(steps_per_update, (num_updates * steps_per_update) // 50)
-    chunk = max(1, log_every // steps_per_update)
+    """Updates per compiled call (= per metrics row).
+
+    An explicit `log_every` is honoured (reduced to a divisor of the
+    checkpoint interval, so every checkpoint falls on a chunk boundary). The
+    default interval (about 50 rows per run) is only a target: the chunk is
+    the largest length up to it that divides the checkpoint interval and,
+    when one lies within a factor of two, the number of updates too, so the
+    whole run is one compiled program. Otherwise the last, shorter chunk is a
+    second program. Boundaries depend only on the config, so a resumed run
+    executes exactly the same programs as an uninterrupted one.
+    """
+    ckpt = None
     if run.checkpoint_every is not None:
         ckpt = max(1, run.checkpoint_every // steps_per_update)
-        chunk = math.gcd(chunk, ckpt)
-    return min(chunk, num_updates)
+    if run.log_every is not None:
+        chunk = max(1, run.log_every // steps_per_update)
+        return min(math.gcd(chunk, ckpt) if ckpt else chunk, num_updates)
+    target = min(max(1, num_updates // 50), num_updates)
+    fits_checkpoints = [c for c in range(target, 0, -1) if not ckpt or ckpt % c == 0]
+    for c in fits_checkpoints:
+        if c <= target // 2:
+            break
+        if num_updates % c == 0:
+            return c
+    return fits_checkpoints[0]
 
 
 def _should_checkpoint(
@@ -388,8 +410,8 @@ def _summary(
     final = _final_returns(history, algo.config.num_updates, num_agents)
     updates_run = len(per_update)
     summary: dict[str, Any] = {
-        "final_return_mean": _nan_to_none(np.nanmean(final)) if final.size else None,
-        "final_return_std": _nan_to_none(np.nanstd(final)) if final.size else None,
+        "final_return_mean": _nan_mean(final),
+        "final_return_std": _nan_std(final),
         "final_return_per_agent": [_nan_to_none(v) for v in final],
         "steps_per_second": (updates_run * steps_per_update * num_agents / train_seconds)
         if train_seconds
@@ -407,12 +429,8 @@ def _summary(
         summary["sweep"] = [
             {
                 **point,
-                "final_return_mean": _nan_to_none(
-                    np.nanmean(final[g * run.num_seeds : (g + 1) * run.num_seeds])
-                ),
-                "final_return_std": _nan_to_none(
-                    np.nanstd(final[g * run.num_seeds : (g + 1) * run.num_seeds])
-                ),
+                "final_return_mean": _nan_mean(final[g * run.num_seeds : (g + 1) * run.num_seeds]),
+                "final_return_std": _nan_std(final[g * run.num_seeds : (g + 1) * run.num_seeds]),
             }
             for g, point in enumerate(grid)
         ]
@@ -432,6 +450,17 @@ def _final_returns(history: list[dict[str, Any]], num_updates: int, num_agents: 
     )
     with np.errstate(invalid="ignore", divide="ignore"):
         return (returns * counts).sum(0) / counts.sum(0)
+
+
+def _nan_mean(x: np.ndarray) -> float | None:
+    """Mean over agents that finished an episode (None if none did)."""
+    x = x[~np.isnan(x)]
+    return float(x.mean()) if x.size else None
+
+
+def _nan_std(x: np.ndarray) -> float | None:
+    x = x[~np.isnan(x)]
+    return float(x.std()) if x.size else None
 
 
 def _nan_to_none(x: Any) -> float | None:

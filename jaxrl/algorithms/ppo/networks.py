@@ -48,7 +48,12 @@ def flatten_obs(obs: jax.Array, batch_dims: int) -> jax.Array:
 
 
 class ActorCritic(nn.Module):
-    """Feed-forward actor-critic: `obs (B, ...) -> (distribution, value (B,))`."""
+    """Feed-forward actor-critic: `obs (B, ...) -> (distribution, value (B,))`.
+
+    `policy` and `value` run one half alone (`apply(..., method="policy")`):
+    the rollout needs only the actor at each step, and evaluates the critic
+    afterwards on the whole trajectory in one large batch.
+    """
 
     action_dim: int
     discrete: bool
@@ -57,15 +62,22 @@ class ActorCritic(nn.Module):
     tanh_squash: bool = False
     init_log_std: float = 0.0
 
-    @nn.compact
+    def setup(self) -> None:
+        self.actor_torso = MLP(self.hidden_sizes, self.activation)
+        self.actor_head = PolicyHead(
+            self.action_dim, self.discrete, self.tanh_squash, self.init_log_std
+        )
+        self.critic_torso = MLP(self.hidden_sizes, self.activation)
+        self.critic_head = ValueHead()
+
+    def policy(self, obs: jax.Array) -> Distribution:
+        return self.actor_head(self.actor_torso(flatten_obs(obs, 1)))
+
+    def value(self, obs: jax.Array) -> jax.Array:
+        return self.critic_head(self.critic_torso(flatten_obs(obs, 1)))
+
     def __call__(self, obs: jax.Array) -> tuple[Distribution, jax.Array]:
-        x = flatten_obs(obs, 1)
-        actor = MLP(self.hidden_sizes, self.activation, name="actor_torso")(x)
-        dist = PolicyHead(
-            self.action_dim, self.discrete, self.tanh_squash, self.init_log_std, name="actor_head"
-        )(actor)
-        critic = MLP(self.hidden_sizes, self.activation, name="critic_torso")(x)
-        return dist, ValueHead(name="critic_head")(critic)
+        return self.policy(obs), self.value(obs)
 
 
 class RecurrentActorCritic(nn.Module):

@@ -202,6 +202,17 @@ class PPO:
 
     # ------------------------------------------------------------------ rollout
     def _rollout(self, state: PPOState) -> tuple[PPOState, Transition, dict[str, jax.Array]]:
+        """Collects `num_steps` transitions from every environment.
+
+        Feed-forward networks run only the actor inside the sequential loop;
+        the critic is evaluated afterwards, in one large batch, on every
+        observation of the rollout, every `final_observation` (for the
+        truncation bootstrap) and the last observation (for GAE). The
+        parameters do not change during the rollout, so the values are the
+        same, and one big matrix product is much cheaper than 128 small ones.
+        A recurrent network's value is a head on the GRU state it computes
+        anyway, so only its final-observation values are deferred.
+        """
         c, hp = self.config, state.hparams
         env_step = jax.vmap(self.env.step, in_axes=(0, 0, 0, None))
 
@@ -211,7 +222,11 @@ class PPO:
             if c.normalize_obs:
                 obs_stats = update_stats(obs_stats, state.obs)
             obs_in = self._normalize_obs(obs_stats, state.obs)
-            carry, dist, value = self._policy(state.params, obs_in, state.rnn_carry, state.done)
+            if c.recurrent:
+                carry, dist, value = self._policy(state.params, obs_in, state.rnn_carry, state.done)
+            else:
+                carry, value = None, None
+                dist = self.network.apply(state.params, obs_in, method="policy")
             action = dist.sample(k_act)
             log_prob = dist.log_prob(action)
             next_obs, env_state, reward, terminated, truncated, info = env_step(
@@ -234,14 +249,6 @@ class PPO:
                 scaled_reward = jnp.clip(
                     reward / jnp.sqrt(return_stats.var + 1e-8), -c.reward_clip, c.reward_clip
                 )
-            # Truncated episodes bootstrap from the value of their true last observation.
-            final_obs_in = self._normalize_obs(obs_stats, info["final_observation"])
-            _, _, final_value = self._policy(
-                state.params, final_obs_in, carry, jnp.zeros_like(done)
-            )
-            scaled_reward = bootstrap_truncated_rewards(
-                scaled_reward, terminated, truncated, jax.lax.stop_gradient(final_value), hp.gamma
-            )
             transition = Transition(
                 obs=obs_in,
                 action=action,
@@ -251,6 +258,13 @@ class PPO:
                 done=done,
                 reset=state.done,
             )
+            # What the truncation bootstrap needs once the loop is done.
+            final = {
+                "obs": self._normalize_obs(obs_stats, info["final_observation"]),
+                "carry": carry,
+                "terminated": terminated,
+                "truncated": truncated,
+            }
             episode = {
                 "returned": done,
                 "return": episode_return,
@@ -268,10 +282,34 @@ class PPO:
                 episode_return=jnp.where(done, 0.0, episode_return),
                 episode_length=jnp.where(done, 0, episode_length),
             )
-            return new_state, (transition, episode)
+            return new_state, (transition, final, episode)
 
         start_carry = state.rnn_carry
-        state, (traj, episode) = jax.lax.scan(step, state, None, length=c.num_steps)
+        state, (traj, final, episode) = jax.lax.scan(step, state, None, length=c.num_steps)
+
+        last_obs_in = self._normalize_obs(state.obs_stats, state.obs)
+        if c.recurrent:
+            final_value = self._values_after_step(state.params, final["carry"], final["obs"])
+            _, _, last_value = self._policy(state.params, last_obs_in, state.rnn_carry, state.done)
+        else:
+            # One critic pass over [rollout obs; final obs; last obs].
+            t, b = c.num_steps, c.num_envs
+            flat = lambda x: x.reshape((t * b,) + x.shape[2:])  # noqa: E731
+            values = self.network.apply(
+                state.params,
+                jnp.concatenate([flat(traj.obs), flat(final["obs"]), last_obs_in]),
+                method="value",
+            )
+            traj = traj.replace(value=values[: t * b].reshape(t, b))
+            final_value = values[t * b : 2 * t * b].reshape(t, b)
+            last_value = values[2 * t * b :]
+        # Truncated episodes bootstrap from the value of their true last observation.
+        traj = traj.replace(
+            reward=bootstrap_truncated_rewards(
+                traj.reward, final["terminated"], final["truncated"], final_value, hp.gamma
+            )
+        )
+
         n_done = episode["returned"].sum()
         denom = jnp.maximum(n_done, 1).astype(jnp.float32)
         ep_metrics = {
@@ -280,7 +318,19 @@ class PPO:
             "episode_length": jnp.where(episode["returned"], episode["length"], 0).sum() / denom,
             "episodes": n_done.astype(jnp.int32),
         }
-        return state, traj, {**ep_metrics, "_start_carry": start_carry}
+        return state, traj, {**ep_metrics, "_start_carry": start_carry, "_last_value": last_value}
+
+    def _values_after_step(self, params, carry: jax.Array, obs: jax.Array) -> jax.Array:
+        """Recurrent values of `obs (T, B, ...)` read from the GRU states `carry (T, B, H)`
+        the rollout reached there (no reset: a final observation ends its episode)."""
+        t, b = obs.shape[:2]
+        _, _, value = self.network.apply(
+            params,
+            carry.reshape(t * b, -1),
+            obs.reshape((1, t * b) + obs.shape[2:]),
+            jnp.zeros((1, t * b), jnp.bool_),
+        )
+        return value.reshape(t, b)
 
     # ------------------------------------------------------------------ learning
     def _loss(self, params, hp, batch: Transition, advantages, returns, start_carry):
@@ -310,9 +360,7 @@ class PPO:
         c, hp = self.config, state.hparams
         state, traj, rollout_metrics = self._rollout(state)
         start_carry = rollout_metrics.pop("_start_carry")
-
-        obs_in = self._normalize_obs(state.obs_stats, state.obs)
-        _, _, last_value = self._policy(state.params, obs_in, state.rnn_carry, state.done)
+        last_value = rollout_metrics.pop("_last_value")
         advantages, returns = gae(
             traj.reward, traj.value, traj.done, last_value, hp.gamma, hp.gae_lambda
         )
