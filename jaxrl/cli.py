@@ -33,6 +33,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (cfg.ConfigError, FileNotFoundError) as err:  # usage errors: no traceback
         print(f"jaxrl: error: {err}", file=sys.stderr)
         return 2
+    except FloatingPointError as err:  # NaNLossError: the run diverged; checkpoints are kept
+        print(f"jaxrl: training stopped: {err}", file=sys.stderr)
+        return 1
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -179,6 +182,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if run_kwargs.get("resume") and "run_dir" not in run_kwargs:
         raise cfg.ConfigError("invalid --resume: needs --run-dir of the run to continue")
     if "run_dir" not in run_kwargs:
+        import jax
+
+        if jax.process_count() > 1:  # each host would stamp its own directory name
+            raise cfg.ConfigError(
+                "invalid --run-dir: a multi-process run needs an explicit --run-dir shared "
+                "by all processes"
+            )
         stamp = time.strftime("%Y%m%d-%H%M%S")
         run_kwargs["run_dir"] = str(
             pathlib.Path("runs") / f"{algorithm}-{env or 'CartPole-v1'}-{stamp}"

@@ -153,8 +153,14 @@ def parse_sweep(
         name, sep, values = spec.partition("=")
         if not sep or not values:
             raise ConfigError(f"invalid sweep {spec!r}: expected name=v1,v2,...")
+        name = name.strip()
+        if name in grid:
+            raise ConfigError(
+                f"invalid sweep {spec!r}: {name!r} is swept twice; give all its values once, "
+                f"as {name}=v1,v2,..."
+            )
         try:
-            grid[name.strip()] = [float(v) for v in values.split(",") if v.strip()]
+            grid[name] = [float(v) for v in values.split(",") if v.strip()]
         except ValueError:
             raise ConfigError(f"invalid sweep {spec!r}: values must be numbers") from None
     return grid

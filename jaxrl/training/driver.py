@@ -142,13 +142,13 @@ def train(algorithm: str, config: Any, run: RunConfig) -> TrainResult:
     num_agents = len(grid) * run.num_seeds
     chunk = _chunk_length(run, steps_per_update, num_updates)
 
+    mesh = mesh_lib.make_mesh(run.num_devices)  # a bad device count fails before any I/O
     run_dir = pathlib.Path(run.run_dir) if run.run_dir else None
     is_main = jax.process_index() == 0
     resolved = {"algorithm": algorithm, "config": cfg.to_dict(config), "run": _run_dict(run)}
     if run_dir is not None:
         _prepare_run_dir(run_dir, resolved, run.resume, is_main)
 
-    mesh = mesh_lib.make_mesh(run.num_devices)
     keys = jnp.stack(
         [
             jax.random.fold_in(jax.random.key(run.seed), i)
@@ -225,7 +225,7 @@ def train(algorithm: str, config: Any, run: RunConfig) -> TrainResult:
         initial=start_update * steps_per_update * num_agents,
         enabled=run.progress and is_main,
     )
-    per_update: list[dict[str, np.ndarray]] = []
+    updates_run = 0  # by this process (a resumed run starts after its checkpoint)
     train_seconds = 0.0
     update = start_update
     try:
@@ -243,8 +243,7 @@ def train(algorithm: str, config: Any, run: RunConfig) -> TrainResult:
             state = new_state
             train_seconds += elapsed
             update += length
-            for i in range(length):
-                per_update.append({k: v[i] for k, v in metrics.items()})
+            updates_run += length
             row = _log_row(
                 metrics,
                 update,
@@ -275,15 +274,14 @@ def train(algorithm: str, config: Any, run: RunConfig) -> TrainResult:
     summary = _summary(
         algo,
         host_readable(state),
-        per_update,
         history,
-        grid,
-        run,
-        num_agents,
-        steps_per_update,
-        train_seconds,
-        compile_seconds,
-        time.perf_counter() - wall_start,
+        grid=grid,
+        run=run,
+        num_agents=num_agents,
+        steps_run=updates_run * steps_per_update * num_agents,
+        train_seconds=train_seconds,
+        compile_seconds=compile_seconds,
+        wall_seconds=time.perf_counter() - wall_start,
     )
     if is_main and run_dir is not None:
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -394,28 +392,27 @@ def _log_row(metrics, update, steps_per_update, sps, elapsed) -> dict[str, Any]:
 
 
 def _summary(
-    algo,
-    state,
-    per_update,
-    history,
-    grid,
-    run,
-    num_agents,
-    steps_per_update,
-    train_seconds,
-    compile_seconds,
-    wall_seconds,
+    algo: Any,
+    state: Any,
+    history: list[dict[str, Any]],
+    *,
+    grid: list[dict[str, float]],
+    run: RunConfig,
+    num_agents: int,
+    steps_run: int,
+    train_seconds: float,
+    compile_seconds: float,
+    wall_seconds: float,
 ) -> dict[str, Any]:
-    # From the logged rows, which a resumed run has exactly as an uninterrupted one.
+    """summary.json: final returns from the logged rows (which a resumed run has exactly as
+    an uninterrupted one), throughput of this process's training calls, the fingerprint."""
     final = _final_returns(history, algo.config.num_updates, num_agents)
-    updates_run = len(per_update)
+    steps_per_update = algo.config.num_envs * algo.config.num_steps
     summary: dict[str, Any] = {
         "final_return_mean": _nan_mean(final),
         "final_return_std": _nan_std(final),
         "final_return_per_agent": [_nan_to_none(v) for v in final],
-        "steps_per_second": (updates_run * steps_per_update * num_agents / train_seconds)
-        if train_seconds
-        else None,
+        "steps_per_second": steps_run / train_seconds if train_seconds else None,
         "compile_seconds": compile_seconds,
         "wall_seconds": wall_seconds,
         "train_seconds": train_seconds,

@@ -29,6 +29,8 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from jaxrl.config import ConfigError
+
 log = logging.getLogger(__name__)
 
 DATA_AXIS = "data"
@@ -39,14 +41,14 @@ def make_mesh(num_devices: int | None = None) -> Mesh:
     devices = jax.devices()
     if num_devices is not None:
         if not 1 <= num_devices <= len(devices):
-            raise ValueError(
+            raise ConfigError(
                 f"invalid num_devices={num_devices}: must be in [1, {len(devices)}] "
                 f"(devices available: {len(devices)})"
             )
         devices = devices[:num_devices]
         if len({d.process_index for d in devices}) < jax.process_count():
             # A process without devices in the mesh could not take part in the run.
-            raise ValueError(
+            raise ConfigError(
                 f"invalid num_devices={num_devices}: in a run of {jax.process_count()} processes "
                 f"the mesh must include devices of every process; leave num_devices unset "
                 f"(all {len(jax.devices())} devices)"

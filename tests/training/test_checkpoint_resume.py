@@ -365,6 +365,15 @@ def test_nan_loss_stops_the_run_naming_update_and_env_step(tmp_path):
     assert not (run_dir / "summary.json").exists()
 
 
+def test_nan_loss_from_the_cli_exits_1_without_a_traceback(tmp_path, capsys):
+    args = std_train_args(tmp_path / "run")
+    args[args.index("--sweep") + 1] = "lr=1e30,1e-3"  # agents 0 and 1 diverge
+    assert cli.main(args) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("jaxrl: training stopped: loss is nan at update"), err
+    assert "last good checkpoint is kept" in err and "Traceback" not in err
+
+
 def test_nan_after_resume_keeps_last_good_checkpoint(copy_run, restore_target):
     """A state whose next update diverges: the run stops there, its checkpoint stays loadable."""
     run_dir = copy_run()

@@ -178,6 +178,14 @@ USAGE_ERRORS = {
     "sweep-no-values": (["--sweep", "lr"], [r"invalid sweep 'lr': expected name=v1,v2"]),
     "sweep-bad-value": (["--sweep", "lr=-1,0.001"], [r"invalid lr=-1\.0: must be > 0"]),
     "config-file-missing": (["--config", "no-such-file.toml"], [r"no-such-file\.toml"]),
+    "sweep-repeated": (
+        ["--sweep", "lr=1e-3", "lr=3e-4"],
+        [r"invalid sweep 'lr=3e-4': 'lr' is swept twice; give all its values once"],
+    ),
+    "num-devices-too-many": (
+        ["--num-devices", "99"],
+        [r"invalid num_devices=99: must be in \[1, \d+\]"],
+    ),
 }
 
 

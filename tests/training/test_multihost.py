@@ -107,7 +107,7 @@ def scenario(tmp_path_factory):
 def test_num_devices_must_cover_every_process(scenario):
     for report in (scenario["p0"], scenario["p1"]):
         error = report["runs"]["partial_mesh"]["error"]
-        assert error.startswith("ValueError: invalid num_devices=2") and "every process" in error
+        assert error.startswith("ConfigError: invalid num_devices=2") and "every process" in error
 
 
 def test_processes_share_one_global_mesh(scenario):
