@@ -6,11 +6,11 @@ Trains with `jaxrl.train("ppo", env="CartPole-v1", ...)` and PureJaxRL's
 CartPole hyperparameters, then prints ONE JSON line on stdout. Throughput and
 compile time are the driver's own `summary` numbers (`steps_per_second`
 excludes compilation; the run is the real product path: chunks of updates
-scanned in one jitted call, host sync between chunks). The driver's clock is
-read through a shim that also records process CPU time at the same instants,
-giving `cpu_steps_per_second` (steps per CPU-second of the training chunks,
-all threads), which is far less sensitive than wall time to other processes
-on a shared machine.
+scanned in one jitted call, host sync between chunks); compile time includes
+the compilation of `init`, as rejax's does. The driver also records process
+CPU time (`train_cpu_seconds`), giving `cpu_steps_per_second` (steps per
+CPU-second of the training chunks, all threads), which is far less sensitive
+than wall time to other processes on a shared machine.
 
 Returns: `eval_return_mean` is the mean over seeds of the mean undiscounted
 return of `eval_episodes` fresh episodes with the final *stochastic* policy
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 
 HPARAMS = dict(
     num_envs=4,
@@ -45,43 +44,6 @@ HPARAMS = dict(
     hidden_sizes=(64, 64),
     activation="tanh",
 )
-
-
-class _ClockShim:
-    """Stands in for the `time` module inside jaxrl.training.driver: records (wall, cpu)."""
-
-    def __init__(self):
-        self.marks: list[tuple[float, float]] = []
-
-    def perf_counter(self) -> float:
-        wall, cpu = time.perf_counter(), time.process_time()
-        self.marks.append((wall, cpu))
-        return wall
-
-    def __getattr__(self, name):
-        return getattr(time, name)
-
-
-def _cpu_seconds(marks, summary) -> tuple[float | None, float | None]:
-    """CPU seconds of compile and of training chunks, from the driver's clock reads.
-
-    The driver reads the clock at: run start; compile start, compile end; then
-    each chunk's start and end; then run end. Checked against the driver's own
-    wall-clock totals; (None, None) when the layout differs.
-    """
-    if len(marks) < 6 or len(marks) % 2:
-        return None, None
-    compile_wall = marks[2][0] - marks[1][0]
-    chunks = marks[3:-1]
-    train_wall = sum(chunks[i + 1][0] - chunks[i][0] for i in range(0, len(chunks), 2))
-    if (
-        abs(compile_wall - summary["compile_seconds"]) > 1e-6
-        or abs(train_wall - summary["train_seconds"]) > 1e-6
-    ):
-        return None, None
-    compile_cpu = marks[2][1] - marks[1][1]
-    train_cpu = sum(chunks[i + 1][1] - chunks[i][1] for i in range(0, len(chunks), 2))
-    return compile_cpu, train_cpu
 
 
 def evaluate_stochastic(algo, state, key, num_episodes: int):
@@ -125,27 +87,20 @@ def main(args: dict) -> dict:
     import jax
 
     import jaxrl
-    from jaxrl.training import driver
 
     seeds = int(args.get("seeds", 1))
-    shim = _ClockShim()
-    real_time = driver.time
-    driver.time = shim
-    try:
-        result = jaxrl.train(
-            "ppo",
-            env="CartPole-v1",
-            num_seeds=seeds,
-            total_steps=int(args["total_steps"]),
-            progress=False,
-            seed=int(args.get("seed", 0)),
-            log_every=args.get("log_every"),
-            **HPARAMS,
-        )
-    finally:
-        driver.time = real_time
+    result = jaxrl.train(
+        "ppo",
+        env="CartPole-v1",
+        num_seeds=seeds,
+        total_steps=int(args["total_steps"]),
+        progress=False,
+        seed=int(args.get("seed", 0)),
+        log_every=args.get("log_every"),
+        **HPARAMS,
+    )
     s = result.summary
-    compile_cpu, train_cpu = _cpu_seconds(shim.marks, s)
+    compile_cpu, train_cpu = s["compile_cpu_seconds"], s["train_cpu_seconds"]
     steps = s["env_steps_per_agent"] * s["num_agents"]
     per_seed = evaluate_stochastic(
         result.algorithm, result.state, jax.random.key(12345), int(args.get("eval_episodes", 128))

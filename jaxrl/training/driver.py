@@ -164,7 +164,13 @@ def train(algorithm: str, config: Any, run: RunConfig) -> TrainResult:
     shardings = mesh_lib.state_sharding(
         abstract, mesh, num_agents, config.num_envs, algo.ENV_FIELDS
     )
-    init_fn = jax.jit(functools.partial(init_agents, algo), out_shardings=shardings)
+    compile_clock, train_clock = _Clock(), _Clock()
+    with compile_clock:  # counted as compilation: rejax and PureJaxRL compile init too
+        init_fn = (
+            jax.jit(functools.partial(init_agents, algo), out_shardings=shardings)
+            .lower(keys, hparams)
+            .compile()
+        )
     state = init_fn(keys, hparams)
 
     host_readable, reshard = _host_transfer_fns(mesh, shardings)
@@ -213,11 +219,9 @@ def train(algorithm: str, config: Any, run: RunConfig) -> TrainResult:
             )
         return programs[length]
 
-    compile_seconds = 0.0
     if start_update < num_updates:
-        t0 = time.perf_counter()
-        program(min(chunk, num_updates - start_update))
-        compile_seconds = time.perf_counter() - t0
+        with compile_clock:
+            program(min(chunk, num_updates - start_update))
 
     writer = _tensorboard_writer(run_dir, run.tensorboard) if is_main else None
     progress = Progress(
@@ -226,22 +230,19 @@ def train(algorithm: str, config: Any, run: RunConfig) -> TrainResult:
         enabled=run.progress and is_main,
     )
     updates_run = 0  # by this process (a resumed run starts after its checkpoint)
-    train_seconds = 0.0
     update = start_update
     try:
         while update < num_updates:
             length = min(chunk, num_updates - update)
             if length not in programs:  # the tail of a run the chunk does not divide
-                t0 = time.perf_counter()
-                program(length)
-                compile_seconds += time.perf_counter() - t0
-            t0 = time.perf_counter()
-            new_state, metrics = programs[length](state)
-            metrics = jax.tree.map(np.asarray, metrics)  # host sync: (length, agents) arrays
-            elapsed = time.perf_counter() - t0
+                with compile_clock:
+                    program(length)
+            with train_clock:
+                new_state, metrics = programs[length](state)
+                metrics = jax.tree.map(np.asarray, metrics)  # host sync: (length, agents)
+            elapsed = train_clock.last
             _check_finite(metrics, update, steps_per_update)
             state = new_state
-            train_seconds += elapsed
             update += length
             updates_run += length
             row = _log_row(
@@ -279,8 +280,8 @@ def train(algorithm: str, config: Any, run: RunConfig) -> TrainResult:
         run=run,
         num_agents=num_agents,
         steps_run=updates_run * steps_per_update * num_agents,
-        train_seconds=train_seconds,
-        compile_seconds=compile_seconds,
+        train_clock=train_clock,
+        compile_clock=compile_clock,
         wall_seconds=time.perf_counter() - wall_start,
     )
     if is_main and run_dir is not None:
@@ -291,6 +292,22 @@ def train(algorithm: str, config: Any, run: RunConfig) -> TrainResult:
 
 
 # ---------------------------------------------------------------------------- helpers
+class _Clock:
+    """Accumulates wall and process-CPU seconds over `with` blocks."""
+
+    def __init__(self) -> None:
+        self.wall = self.cpu = self.last = 0.0
+
+    def __enter__(self) -> _Clock:
+        self._start = (time.perf_counter(), time.process_time())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.last = time.perf_counter() - self._start[0]
+        self.wall += self.last
+        self.cpu += time.process_time() - self._start[1]
+
+
 def init_agents(algo: Any, keys: jax.Array, hparams: Any) -> Any:
     """Initial states of all agents, stacked on a leading axis.
 
@@ -400,8 +417,8 @@ def _summary(
     run: RunConfig,
     num_agents: int,
     steps_run: int,
-    train_seconds: float,
-    compile_seconds: float,
+    train_clock: _Clock,
+    compile_clock: _Clock,
     wall_seconds: float,
 ) -> dict[str, Any]:
     """summary.json: final returns from the logged rows (which a resumed run has exactly as
@@ -412,10 +429,13 @@ def _summary(
         "final_return_mean": _nan_mean(final),
         "final_return_std": _nan_std(final),
         "final_return_per_agent": [_nan_to_none(v) for v in final],
-        "steps_per_second": steps_run / train_seconds if train_seconds else None,
-        "compile_seconds": compile_seconds,
+        "steps_per_second": steps_run / train_clock.wall if train_clock.wall else None,
+        "compile_seconds": compile_clock.wall,
         "wall_seconds": wall_seconds,
-        "train_seconds": train_seconds,
+        "train_seconds": train_clock.wall,
+        # Process CPU time (all threads): steadier than wall time on a shared machine.
+        "train_cpu_seconds": train_clock.cpu,
+        "compile_cpu_seconds": compile_clock.cpu,
         "params_fingerprint": tree_fingerprint(state.params),
         "num_agents": num_agents,
         "num_seeds": run.num_seeds,
