@@ -7,9 +7,13 @@ For every registered jaxrl environment and each number of parallel copies,
 one jitted function resets `copies` environments and runs `--steps` steps in a
 `lax.scan`, each step sampling uniform random actions for all copies and
 `vmap`ping `env.step` (auto-reset included). The observation, state, summed
-rewards and episode ends are carried, so nothing is dead code. Compile time is
-excluded (compiled once, timed on fresh keys), results are synchronised with
-`block_until_ready`, and the median of `--repeats` runs is reported.
+rewards and episode ends are carried, so nothing is dead code except `info`,
+which a random policy does not read (for jaxrl environments with
+`obs_from_state`, XLA then skips `info["final_observation"]`; gymnax computes
+it either way, since its auto-reset selects between the two observations).
+Compile time is excluded (compiled once, timed on fresh keys), results are
+synchronised with `block_until_ready`, and the median of `--repeats` runs is
+reported.
 
 Baselines, in the same run:
 

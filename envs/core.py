@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from . import spaces
+from . import _prng, spaces
 
 __all__ = ["EnvState", "EnvParams", "Environment", "StepResult", "require"]
 
@@ -93,7 +93,27 @@ StepResult = tuple[Any, Any, jax.Array, jax.Array, jax.Array, dict[str, Any]]
 
 
 class Environment(Generic[TState, TParams]):
-    """Abstract JAX environment. See the module docstring for the contract."""
+    """Abstract JAX environment. See the module docstring for the contract.
+
+    Class attributes a subclass may set (all only change how `step` computes
+    its result, never the dynamics):
+
+    * `stochastic_step` / `stochastic_reset`: whether `step_env` / `reset_env`
+      draw from their key (see `step_is_stochastic` for params-dependent
+      cases). `step` splits its key into a step key and a reset key only when
+      both draw; otherwise the one that draws gets the whole key, which saves
+      a Threefry hash per step. Set to `False` only when the key is unused.
+    * `obs_from_state`: `reset_env` and `step_env` return
+      `self.get_obs(state, params)` (a method the subclass then defines).
+      `step` then builds the auto-reset observation from the selected state
+      instead of selecting between two observations, so when the caller
+      ignores `info["final_observation"]` the compiled step computes one
+      observation rather than two.
+    """
+
+    stochastic_step: bool = True
+    stochastic_reset: bool = True
+    obs_from_state: bool = False
 
     @property
     def name(self) -> str:
@@ -130,7 +150,10 @@ class Environment(Generic[TState, TParams]):
         params = self.default_params if params is None else params
         _validate(params)
         spaces.check_action(self.action_space(params), action, self.name)
-        key_step, key_reset = jax.random.split(key)
+        if self.step_is_stochastic(params) and self.stochastic_reset:
+            key_step, key_reset = _prng.split(key)  # == jax.random.split(key)
+        else:
+            key_step = key_reset = key  # at most one of the two draws from it
         obs_step, state_step, reward, terminated, info = self.step_env(
             key_step, state, action, params
         )
@@ -138,7 +161,10 @@ class Environment(Generic[TState, TParams]):
         done = jnp.logical_or(terminated, truncated)
         obs_reset, state_reset = self.reset_env(key_reset, params)
         state_next = _select(done, state_reset, state_step)
-        obs_next = _select(done, obs_reset, obs_step)
+        if self.obs_from_state:
+            obs_next = self.get_obs(state_next, params)
+        else:
+            obs_next = _select(done, obs_reset, obs_step)
         info = {**info, "final_observation": obs_step}
         return (
             obs_next,
@@ -148,6 +174,14 @@ class Environment(Generic[TState, TParams]):
             jnp.asarray(truncated, jnp.bool_),
             info,
         )
+
+    def step_is_stochastic(self, params: TParams) -> bool:
+        """Whether `step_env` draws from its key under `params` (a static Python bool).
+
+        Defaults to `stochastic_step`; override when it depends on static params
+        (e.g. Acrobot's torque noise).
+        """
+        return self.stochastic_step
 
     def is_truncated(self, state: TState, params: TParams) -> jax.Array:
         """Time limit: the episode has run `max_steps_in_episode` steps."""

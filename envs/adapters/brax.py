@@ -53,6 +53,8 @@ class BraxParams(EnvParams):
 class BraxEnvironment(Environment[BraxState, BraxParams]):
     """A Brax `Env` (the raw one, without Brax's training wrappers); see the module docstring."""
 
+    stochastic_step = False  # only the reset draws: `step` hands it the whole key
+
     def __init__(self, brax_env: Any, name: str):
         self.brax_env = brax_env
         self._name = name
@@ -72,13 +74,17 @@ class BraxEnvironment(Environment[BraxState, BraxParams]):
     def step_env(
         self, key: jax.Array, state: BraxState, action: jax.Array, params: BraxParams
     ) -> tuple[Any, BraxState, jax.Array, jax.Array, dict[str, Any]]:
-        del key  # Brax dynamics are deterministic.
+        del key  # Brax dynamics are deterministic (hence `stochastic_step = False`).
         brax_state = self.brax_env.step(state.brax_state, action)
         terminated = brax_state.done > 0.5
         new_state = BraxState(brax_state=brax_state, time=state.time + 1)
-        return brax_state.obs, new_state, brax_state.reward, terminated, {
-            "metrics": brax_state.metrics
-        }
+        return (
+            brax_state.obs,
+            new_state,
+            brax_state.reward,
+            terminated,
+            {"metrics": brax_state.metrics},
+        )
 
     def observation_space(self, params: BraxParams) -> spaces.Space:
         size = self.brax_env.observation_size

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from .. import spaces
+from .. import _prng, spaces
 from ..core import Environment, EnvParams, EnvState, require
 
 
@@ -35,7 +35,9 @@ class AcrobotParams(EnvParams):
     """Physics of the two-link arm (gymnasium's class constants).
 
     `max_vel_1`/`max_vel_2` bound the observation space, so they are static
-    (not pytree leaves): spaces are read at trace time.
+    (not pytree leaves): spaces are read at trace time. `torque_noise_max` is
+    static too, so that with gymnasium's default of 0 the step draws no random
+    number at all (a Python branch, decided when tracing).
     """
 
     dt: float = 0.2
@@ -47,7 +49,7 @@ class AcrobotParams(EnvParams):
     link_com_pos_2: float = 0.5
     link_moi: float = 1.0  # moment of inertia of each link
     gravity: float = 9.8
-    torque_noise_max: float = 0.0
+    torque_noise_max: float = struct.field(pytree_node=False, default=0.0)
     max_vel_1: float = struct.field(pytree_node=False, default=4 * math.pi)
     max_vel_2: float = struct.field(pytree_node=False, default=9 * math.pi)
     max_steps_in_episode: int = 500
@@ -76,6 +78,12 @@ class Acrobot(Environment[AcrobotState, AcrobotParams]):
     outside that range are clipped to it (gymnasium would raise).
     """
 
+    obs_from_state = True  # `step` builds the auto-reset observation from the state
+
+    def step_is_stochastic(self, params: AcrobotParams) -> bool:
+        """Only torque noise draws from the step key (none with the default noise of 0)."""
+        return params.torque_noise_max != 0
+
     @property
     def name(self) -> str:
         return "Acrobot-v1"
@@ -86,7 +94,7 @@ class Acrobot(Environment[AcrobotState, AcrobotParams]):
 
     def reset_env(self, key: jax.Array, params: AcrobotParams) -> tuple[jax.Array, AcrobotState]:
         # gymnasium: all four state variables ~ U(-0.1, 0.1).
-        th1, th2, v1, v2 = jax.random.uniform(key, (4,), minval=-0.1, maxval=0.1)
+        th1, th2, v1, v2 = _prng.uniform(key, (4,), minval=-0.1, maxval=0.1)
         state = AcrobotState(
             joint_angle1=th1,
             joint_angle2=th2,
@@ -100,8 +108,9 @@ class Acrobot(Environment[AcrobotState, AcrobotParams]):
         self, key: jax.Array, state: AcrobotState, action: jax.Array, params: AcrobotParams
     ) -> tuple[jax.Array, AcrobotState, jax.Array, jax.Array, dict[str, Any]]:
         torque = (jnp.clip(action, 0, 2) - 1).astype(jnp.float32)
-        noise = jax.random.uniform(key, (), minval=-1.0, maxval=1.0) * params.torque_noise_max
-        torque = torque + noise
+        if self.step_is_stochastic(params):  # static: no draw is traced without noise
+            noise = _prng.uniform(key, (), minval=-1.0, maxval=1.0) * params.torque_noise_max
+            torque = torque + noise
         s = jnp.stack([state.joint_angle1, state.joint_angle2, state.velocity_1, state.velocity_2])
         ns = rk4_step(lambda y: _dsdt(y, torque, params), s, params.dt)
         state = AcrobotState(

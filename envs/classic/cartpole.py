@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from .. import spaces
+from .. import _prng, spaces
 from ..core import Environment, EnvParams, EnvState, require
 
 
@@ -50,6 +50,11 @@ class CartPoleParams(EnvParams):
 class CartPole(Environment[CartPoleState, CartPoleParams]):
     """CartPole-v1. Observation `[x, x_dot, theta, theta_dot]`; actions {0: left, 1: right}."""
 
+    # Deterministic dynamics: `step` hands its whole key to `reset_env` (no split),
+    # and builds the auto-reset observation from the selected state.
+    stochastic_step = False
+    obs_from_state = True
+
     @property
     def name(self) -> str:
         return "CartPole-v1"
@@ -59,7 +64,7 @@ class CartPole(Environment[CartPoleState, CartPoleParams]):
         return CartPoleParams()
 
     def reset_env(self, key: jax.Array, params: CartPoleParams) -> tuple[jax.Array, CartPoleState]:
-        x, x_dot, theta, theta_dot = jax.random.uniform(key, (4,), minval=-0.05, maxval=0.05)
+        x, x_dot, theta, theta_dot = _prng.uniform(key, (4,), minval=-0.05, maxval=0.05)
         state = CartPoleState(
             x=x, x_dot=x_dot, theta=theta, theta_dot=theta_dot, time=jnp.zeros((), jnp.int32)
         )
@@ -90,9 +95,8 @@ class CartPole(Environment[CartPoleState, CartPoleParams]):
         return self.get_obs(state), state, jnp.ones((), jnp.float32), terminated, {}
 
     def is_terminated(self, state: CartPoleState, params: CartPoleParams) -> jax.Array:
-        return (
-            (jnp.abs(state.x) > params.x_threshold)
-            | (jnp.abs(state.theta) > params.theta_threshold_radians)
+        return (jnp.abs(state.x) > params.x_threshold) | (
+            jnp.abs(state.theta) > params.theta_threshold_radians
         )
 
     def get_obs(self, state: CartPoleState, params: CartPoleParams | None = None) -> jax.Array:

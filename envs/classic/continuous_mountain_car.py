@@ -67,6 +67,11 @@ class ContinuousMountainCarParams(EnvParams):
 class ContinuousMountainCar(Environment[ContinuousMountainCarState, ContinuousMountainCarParams]):
     """MountainCarContinuous-v0. Observation `[position, velocity]`; action `[force]` in [-1, 1]."""
 
+    # Deterministic dynamics: `step` hands its whole key to `reset_env` (no split),
+    # and builds the auto-reset observation from the selected state.
+    stochastic_step = False
+    obs_from_state = True
+
     @property
     def name(self) -> str:
         return "MountainCarContinuous-v0"

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from .. import spaces
+from .. import _prng, spaces
 from ..core import Environment, EnvParams, EnvState, require
 
 
@@ -89,7 +89,7 @@ def valley_obs_space(params: Any) -> spaces.Box:
 
 def valley_reset(key: jax.Array) -> tuple[jax.Array, jax.Array]:
     """gymnasium's start: position ~ U(-0.6, -0.4), at rest."""
-    position = jax.random.uniform(key, (), minval=-0.6, maxval=-0.4)
+    position = _prng.uniform(key, (), minval=-0.6, maxval=-0.4)
     return position, jnp.zeros((), jnp.float32)
 
 
@@ -98,6 +98,11 @@ class MountainCar(Environment[MountainCarState, MountainCarParams]):
 
     Actions outside {0, 1, 2} are clipped to that range (gymnasium would raise).
     """
+
+    # Deterministic dynamics: `step` hands its whole key to `reset_env` (no split),
+    # and builds the auto-reset observation from the selected state.
+    stochastic_step = False
+    obs_from_state = True
 
     @property
     def name(self) -> str:

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from .. import spaces
+from .. import _prng, spaces
 from ..core import Environment, EnvParams, EnvState, require
 
 
@@ -61,6 +61,11 @@ def angle_normalize(x: jax.Array) -> jax.Array:
 class Pendulum(Environment[PendulumState, PendulumParams]):
     """Pendulum-v1. Observation `[cos th, sin th, thdot]`; action `[torque]` in [-2, 2]."""
 
+    # Deterministic dynamics: `step` hands its whole key to `reset_env` (no split),
+    # and builds the auto-reset observation from the selected state.
+    stochastic_step = False
+    obs_from_state = True
+
     @property
     def name(self) -> str:
         return "Pendulum-v1"
@@ -72,7 +77,7 @@ class Pendulum(Environment[PendulumState, PendulumParams]):
     def reset_env(self, key: jax.Array, params: PendulumParams) -> tuple[jax.Array, PendulumState]:
         # gymnasium: theta ~ U(-pi, pi), theta_dot ~ U(-1, 1).
         high = jnp.array([math.pi, 1.0], jnp.float32)
-        theta, theta_dot = jax.random.uniform(key, (2,), minval=-high, maxval=high)
+        theta, theta_dot = _prng.uniform(key, (2,), minval=-high, maxval=high)
         state = PendulumState(
             theta=theta,
             theta_dot=theta_dot,

@@ -26,6 +26,9 @@ OBSERVED_INDICES = (0, 2)
 class CartPolePOMDP(Environment[CartPoleState, CartPoleParams]):
     """CartPole-v1 observing only `[x, theta]`; actions {0: left, 1: right}."""
 
+    stochastic_step = False  # as CartPole's
+    obs_from_state = True
+
     def __init__(self) -> None:
         self.cartpole = CartPole()
 

@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from .. import spaces
+from .. import _prng, spaces
 from ..core import Environment, EnvParams, EnvState
 
 
@@ -51,6 +51,9 @@ class MemoryChainParams(EnvParams):
 
 class MemoryChain(Environment[MemoryChainState, MemoryChainParams]):
     """Answer at the last step with the cue shown at the first. See the module docstring."""
+
+    stochastic_step = False  # only the reset draws (the cue)
+    obs_from_state = True
 
     def __init__(self, memory_length: int = 5) -> None:
         if not isinstance(memory_length, numbers.Integral) or isinstance(memory_length, bool):
@@ -73,7 +76,7 @@ class MemoryChain(Environment[MemoryChainState, MemoryChainParams]):
     def reset_env(
         self, key: jax.Array, params: MemoryChainParams
     ) -> tuple[jax.Array, MemoryChainState]:
-        cue = jax.random.bernoulli(key).astype(jnp.int32)
+        cue = _prng.bernoulli(key).astype(jnp.int32)
         state = MemoryChainState(cue=cue, time=jnp.zeros((), jnp.int32))
         return self.get_obs(state), state
 

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from .. import _prng
 from ..core import require
 from .common import (
     DOWN,
@@ -84,7 +85,7 @@ class AsterixDraws:
 def sample_draws(key: jax.Array, state: AsterixState) -> AsterixDraws:
     """Draws a spawn as MinAtar does: side 1/2, gold 1/3, a uniformly random free lane."""
     # One uniform draw for all three (cheaper to compile than three samplers).
-    u_lr, u_gold, u_slot = jax.random.uniform(key, (3,))
+    u_lr, u_gold, u_slot = _prng.uniform(key, (3,))
     num_free = jnp.sum(state.entities[:, ALIVE] == 0)
     rank = jnp.floor(u_slot * num_free).astype(jnp.int32)
     return AsterixDraws(
@@ -157,6 +158,8 @@ class Asterix(MinAtarEnvironment[AsterixState, AsterixParams]):
 
     minimal_actions = ("n", "l", "u", "r", "d")
     num_channels = 4
+    has_draws = True
+    stochastic_reset = False  # fixed start state: `step` hands its whole key to `step_env`
 
     @property
     def name(self) -> str:

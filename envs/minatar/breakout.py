@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from .. import _prng
 from .common import (
     LEFT,
     RIGHT,
@@ -77,12 +78,10 @@ class Breakout(MinAtarEnvironment[BreakoutState, BreakoutParams]):
     def default_params(self) -> BreakoutParams:
         return BreakoutParams()
 
-    def reset_env(
-        self, key: jax.Array, params: BreakoutParams
-    ) -> tuple[jax.Array, BreakoutState]:
+    def reset_env(self, key: jax.Array, params: BreakoutParams) -> tuple[jax.Array, BreakoutState]:
         # Ball starts at row 3, either at the left wall heading down-right or the right
         # wall heading down-left.
-        right = jax.random.bernoulli(key)
+        right = _prng.bernoulli(key)
         ball_x = jnp.where(right, 9, 0).astype(jnp.int32)
         state = BreakoutState(
             ball_y=jnp.int32(3),

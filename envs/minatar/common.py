@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from .. import spaces
+from .. import _prng, spaces
 from ..core import Environment, EnvParams, EnvState, require
 
 __all__ = [
@@ -92,25 +92,36 @@ def sticky_action(
     key: jax.Array, action: jax.Array, last_action: jax.Array, prob: jax.Array
 ) -> jax.Array:
     """With probability `prob`, returns `last_action` instead of `action` (MinAtar's rule)."""
-    repeat = jax.random.uniform(key) < prob
+    repeat = _prng.uniform(key) < prob
     return jnp.where(repeat, last_action, action)
 
 
 def paint(ys: jax.Array, xs: jax.Array, mask: jax.Array) -> jax.Array:
     """A GRID x GRID boolean layer that is True at each `(ys[i], xs[i])` with `mask[i]`.
 
-    Built by broadcasting comparisons rather than scatters, so overlapping or
-    masked-out (garbage) coordinates need no special care.
+    Points off the grid or masked out paint nothing; overlapping points are fine.
+    One scatter into the flattened grid: a broadcast-compare-reduce
+    (`any(rows == ys & cols == xs & mask)`) gives the same layer, but XLA fuses
+    it into its consumers and recomputes the game state feeding it for every
+    cell (4x slower for Freeway's 7 layers at 64 copies).
     """
-    rows = jnp.arange(GRID)[None, :, None] == ys[:, None, None]
-    cols = jnp.arange(GRID)[None, None, :] == xs[:, None, None]
-    return jnp.any(rows & cols & mask[:, None, None], axis=0)
+    on_grid = (ys >= 0) & (ys < GRID) & (xs >= 0) & (xs < GRID)
+    # Off-grid or masked points go to index GRID * GRID, which mode="drop" ignores.
+    flat = jnp.where(mask & on_grid, ys * GRID + xs, GRID * GRID)
+    layer = jnp.zeros((GRID * GRID,), jnp.bool_).at[flat].set(True, mode="drop")
+    return layer.reshape(GRID, GRID)
 
 
 def paint_point(y: jax.Array, x: jax.Array) -> jax.Array:
-    """A GRID x GRID boolean layer that is True only at `(y, x)`."""
-    y, x = jnp.reshape(y, (1,)), jnp.reshape(x, (1,))
-    return paint(y, x, jnp.ones((1,), jnp.bool_))
+    """A GRID x GRID boolean layer that is True only at `(y, x)` (all False if off the grid).
+
+    A one-hot compare against the flat cell index: for a single point this is
+    cheaper than `paint`'s scatter (measured: Breakout 1.3x faster at 64 copies).
+    """
+    y, x = jnp.asarray(y, jnp.int32), jnp.asarray(x, jnp.int32)
+    on_grid = (y >= 0) & (y < GRID) & (x >= 0) & (x < GRID)
+    flat = jnp.where(on_grid, y * GRID + x, -1)
+    return (jnp.arange(GRID * GRID, dtype=jnp.int32) == flat).reshape(GRID, GRID)
 
 
 TState = TypeVar("TState", bound=MinAtarState)
@@ -126,6 +137,10 @@ class MinAtarEnvironment(Environment[TState, TParams], Generic[TState, TParams])
 
     minimal_actions: tuple[str, ...] = FULL_ACTIONS
     num_channels: int = 0
+    # Whether `sample_draws` uses its key; without draws the step key goes to the
+    # sticky-action draw whole.
+    has_draws: bool = False
+    obs_from_state = True  # `step` builds the auto-reset observation from the state
 
     def __init__(self) -> None:
         self.action_set = action_set(self.minimal_actions)
@@ -134,7 +149,10 @@ class MinAtarEnvironment(Environment[TState, TParams], Generic[TState, TParams])
         self, key: jax.Array, state: TState, action: Any, params: TParams
     ) -> tuple[jax.Array, TState, jax.Array, jax.Array, dict[str, Any]]:
         """Resolves the sticky action, samples the step's random outcomes, applies the rules."""
-        key_sticky, key_draws = jax.random.split(key)
+        if self.has_draws:
+            key_sticky, key_draws = _prng.split(key)  # == jax.random.split(key)
+        else:
+            key_sticky = key_draws = key  # sample_draws ignores its key
         # Out-of-range indices are clipped: values cannot be checked under jit.
         action = jnp.clip(jnp.asarray(action, jnp.int32), 0, len(self.minimal_actions) - 1)
         action = sticky_action(key_sticky, action, state.last_action, params.sticky_action_prob)

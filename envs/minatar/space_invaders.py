@@ -108,6 +108,7 @@ class SpaceInvaders(MinAtarEnvironment[SpaceInvadersState, SpaceInvadersParams])
 
     minimal_actions = ("n", "l", "r", "f")
     num_channels = 6
+    stochastic_reset = False  # fixed start state: `step` hands its whole key to `step_env`
 
     @property
     def name(self) -> str:

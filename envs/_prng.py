@@ -1,0 +1,153 @@
+"""Random draws for environment steps: `jax.random`'s bits, cheaper on CPU.
+
+`split` returns exactly what `jax.random.split` returns, and `uniform` /
+`bernoulli` exactly what `jax.random.uniform` / `jax.random.bernoulli` return
+under `jax.threefry_partitionable(False)` (bit for bit, tested in
+`tests/envs/test_prng.py`), whatever that flag's global value. Two things make
+them cheaper than `jax.random` on CPU:
+
+* The Threefry-2x32 hash is straight-line code. On CPU, JAX lowers its hash to a
+  rolled 5-iteration `while` loop (to keep compile times down), and each draw
+  inside a jitted `lax.scan` body then runs as its own small loop: for
+  classic-control tasks, whose dynamics are a few dozen flops, those loops cost
+  more than the physics. Straight-line code fuses into the surrounding kernel.
+  (On GPU and TPU JAX already unrolls the hash.)
+* `uniform` uses both 32-bit words of every hash, as JAX's original
+  (non-partitionable) layout does: `n` numbers cost `ceil(n / 2)` hashes
+  instead of the `n` of the partitionable layout, JAX's default since 0.5. The
+  partitionable layout exists so that one large draw can be sharded across
+  devices; an environment's draws are a handful of numbers per copy, batched
+  by `vmap` over keys, so it buys nothing here.
+
+The fast path applies to Threefry keys (`jax.random.key(...)` and legacy
+`jax.random.PRNGKey(...)` with the default implementation); any other key falls
+back to `jax.random`. `split` also falls back when `jax_threefry_partitionable`
+is off, so that it always equals `jax.random.split`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+__all__ = ["split", "uniform", "bernoulli", "random_bits"]
+
+_THREEFRY = "threefry2x32"
+# Threefry-2x32 with 20 rounds (Salmon et al. 2011): rotation constants of the
+# even and odd groups of four rounds, and the key-schedule parity constant.
+_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
+_PARITY = np.uint32(0x1BD11BDA)
+
+
+def _rotl(x: jax.Array, r: int) -> jax.Array:
+    return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
+
+
+def threefry2x32(
+    k1: jax.Array, k2: jax.Array, x1: jax.Array, x2: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """The Threefry-2x32 hash of the counter pair `(x1, x2)` under key `(k1, k2)`."""
+    ks = (k1, k2, k1 ^ k2 ^ _PARITY)
+    x1, x2 = x1 + ks[0], x2 + ks[1]
+    for i in range(5):
+        for r in _ROTATIONS[i % 2]:
+            x1 = x1 + x2
+            x2 = x1 ^ _rotl(x2, r)
+        x1 = x1 + ks[(i + 1) % 3]
+        x2 = x2 + ks[(i + 2) % 3] + np.uint32(i + 1)
+    return x1, x2
+
+
+def _key_data(key: jax.Array) -> tuple[jax.Array | None, Any]:
+    """`(uint32[..., 2] data, impl)` of a Threefry key usable by the fast path, else `(None, _)`."""
+    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+        impl = jax.random.key_impl(key)
+        if str(impl) != _THREEFRY:
+            return None, None
+        return jax.random.key_data(key), impl
+    legacy = key.dtype == jnp.uint32 and key.shape[-1:] == (2,)
+    if legacy and str(jax.config.jax_default_prng_impl) == _THREEFRY:
+        return key, None
+    return None, None
+
+
+def _hash_counters(data: jax.Array, shape: tuple[int, ...]) -> tuple[jax.Array, jax.Array]:
+    """Partitionable layout: element `i` hashes the counter pair `(0, i)` (flat index `i`)."""
+    size = math.prod(shape)
+    counters = jnp.asarray(np.arange(size, dtype=np.uint32).reshape(shape))
+    k1, k2 = data[..., 0], data[..., 1]
+    return threefry2x32(k1, k2, jnp.zeros_like(counters), counters)
+
+
+def _bits_paired(data: jax.Array, size: int) -> jax.Array:
+    """`size` words in JAX's original layout: the counters 0..size-1 (padded with a 0
+    to even length) are cut in halves, hash `j` takes `(first[j], second[j])`, and
+    the output is all first words, then all second words, cut to `size`."""
+    counters = np.concatenate([np.arange(size), np.zeros(size % 2)]).astype(np.uint32)
+    first, second = np.split(counters, 2)
+    b1, b2 = threefry2x32(data[..., 0], data[..., 1], jnp.asarray(first), jnp.asarray(second))
+    return jnp.concatenate([b1, b2])[:size]
+
+
+def _fast_shape(shape: Any) -> tuple[int, ...] | None:
+    """`shape` as a tuple of ints if the fast path can draw it (fewer than 2**32 elements)."""
+    shape = tuple(int(d) for d in shape)
+    return shape if math.prod(shape) < 2**32 else None
+
+
+def split(key: jax.Array, num: int = 2) -> jax.Array:
+    """`jax.random.split(key, num)` for a single key."""
+    data, impl = _key_data(key)
+    if data is None or data.ndim != 1 or not jax.config.jax_threefry_partitionable:
+        return jax.random.split(key, num)
+    b1, b2 = _hash_counters(data, (num,))
+    new = jnp.stack([b1, b2], axis=-1)
+    if impl is None:  # legacy raw uint32 key in, raw keys out
+        return new
+    return jax.random.wrap_key_data(new, impl=impl)
+
+
+def random_bits(key: jax.Array, shape: tuple[int, ...] = ()) -> jax.Array | None:
+    """uint32 bits of `jax.random.bits(key, shape)` under `jax.threefry_partitionable(False)`,
+    for a single key; None if the key is not on the fast path."""
+    data, _ = _key_data(key)
+    fast = _fast_shape(shape)
+    if data is None or data.ndim != 1 or fast is None or math.prod(fast) == 0:
+        return None
+    return _bits_paired(data, math.prod(fast)).reshape(fast)
+
+
+def uniform(
+    key: jax.Array,
+    shape: tuple[int, ...] = (),
+    dtype: Any = jnp.float32,
+    minval: Any = 0.0,
+    maxval: Any = 1.0,
+) -> jax.Array:
+    """`jax.random.uniform(key, shape, dtype, minval, maxval)` in the original layout."""
+    bits = random_bits(key, shape) if jnp.dtype(dtype) == jnp.float32 else None
+    if bits is None:
+        with jax.threefry_partitionable(False):
+            return jax.random.uniform(key, shape, dtype, minval, maxval)
+    minval = lax.broadcast_to_rank(lax.convert_element_type(minval, jnp.float32), bits.ndim)
+    maxval = lax.broadcast_to_rank(lax.convert_element_type(maxval, jnp.float32), bits.ndim)
+    # jax.random's construction: 23 random mantissa bits with exponent 0 give a
+    # float in [1, 2); subtract 1, then scale to [minval, maxval).
+    mantissa = lax.shift_right_logical(bits, np.uint32(32 - 23)) | np.uint32(0x3F800000)
+    floats = lax.bitcast_convert_type(mantissa, jnp.float32) - np.float32(1.0)
+    return lax.max(minval, floats * (maxval - minval) + minval)
+
+
+def bernoulli(key: jax.Array, p: Any = 0.5, shape: tuple[int, ...] | None = None) -> jax.Array:
+    """`jax.random.bernoulli(key, p, shape)` (mode "low") in the original layout."""
+    p = jnp.asarray(p, jnp.float32) if isinstance(p, float) else jnp.asarray(p)
+    if p.dtype != jnp.float32:
+        with jax.threefry_partitionable(False):
+            return jax.random.bernoulli(key, p, shape)
+    shape = np.shape(p) if shape is None else tuple(shape)
+    return uniform(key, shape, jnp.float32) < p

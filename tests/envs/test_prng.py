@@ -1,0 +1,95 @@
+"""The environments' straight-line Threefry draws equal `jax.random`'s, bit for bit.
+
+`split` equals `jax.random.split`; `uniform` and `bernoulli` equal their
+`jax.random` namesakes in JAX's original (non-partitionable) Threefry layout,
+whatever the global flag says.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxrl.envs import _prng
+
+KEYS = {
+    "typed": lambda seed: jax.random.key(seed),
+    "legacy": lambda seed: jax.random.PRNGKey(seed),
+}
+
+
+def _same(a: jax.Array, b: jax.Array) -> None:
+    if jnp.issubdtype(a.dtype, jax.dtypes.prng_key):
+        assert jnp.issubdtype(b.dtype, jax.dtypes.prng_key)
+        a, b = jax.random.key_data(a), jax.random.key_data(b)
+    assert a.dtype == b.dtype and a.shape == b.shape
+    np.testing.assert_array_equal(np.asarray(a).view(np.uint8), np.asarray(b).view(np.uint8))
+
+
+@pytest.mark.parametrize("kind", sorted(KEYS))
+@pytest.mark.parametrize("num", [2, 3])
+def test_split_matches_jax(kind: str, num: int) -> None:
+    keys = jax.vmap(KEYS[kind])(jnp.arange(64))
+    ours = jax.jit(jax.vmap(lambda k: _prng.split(k, num)))(keys)
+    ref = jax.jit(jax.vmap(lambda k: jax.random.split(k, num)))(keys)
+    _same(ours, ref)
+    # Unbatched too (a different trace: no vmap).
+    _same(jax.jit(lambda k: _prng.split(k, num))(keys[5]), jax.random.split(keys[5], num))
+
+
+@pytest.mark.parametrize("kind", sorted(KEYS))
+@pytest.mark.parametrize(
+    ("shape", "minval", "maxval"),
+    [((), 0.0, 1.0), ((4,), -0.05, 0.05), ((2, 8), 0.0, 1.0), ((3,), -1.0, 1.0)],
+)
+def test_uniform_matches_jax(kind: str, shape: tuple, minval: float, maxval: float) -> None:
+    keys = jax.vmap(KEYS[kind])(jnp.arange(256))
+    ours = jax.jit(jax.vmap(lambda k: _prng.uniform(k, shape, minval=minval, maxval=maxval)))
+    ref = jax.jit(jax.vmap(lambda k: jax.random.uniform(k, shape, minval=minval, maxval=maxval)))
+    with jax.threefry_partitionable(False):
+        expected = ref(keys)
+    _same(ours(keys), expected)
+    with jax.threefry_partitionable(False):  # the global flag does not matter
+        _same(ours(keys), expected)
+
+
+def test_uniform_array_bounds_match_jax() -> None:
+    keys = jax.vmap(jax.random.key)(jnp.arange(256))
+    high = jnp.array([np.pi, 1.0], jnp.float32)
+    ours = jax.jit(jax.vmap(lambda k: _prng.uniform(k, (2,), minval=-high, maxval=high)))
+    ref = jax.jit(jax.vmap(lambda k: jax.random.uniform(k, (2,), minval=-high, maxval=high)))
+    with jax.threefry_partitionable(False):
+        _same(ours(keys), ref(keys))
+
+
+@pytest.mark.parametrize("p", [0.5, 0.1, np.float32(0.3)])
+def test_bernoulli_matches_jax(p: float) -> None:
+    keys = jax.vmap(jax.random.key)(jnp.arange(512))
+    ours = jax.jit(jax.vmap(lambda k: _prng.bernoulli(k, p)))(keys)
+    # A traced probability (e.g. a params leaf under jit).
+    ours_traced = jax.jit(jax.vmap(_prng.bernoulli, in_axes=(0, None)))(keys, jnp.float32(p))
+    with jax.threefry_partitionable(False):
+        _same(ours, jax.jit(jax.vmap(lambda k: jax.random.bernoulli(k, p)))(keys))
+        ref = jax.jit(jax.vmap(jax.random.bernoulli, in_axes=(0, None)))
+        _same(ours_traced, ref(keys, jnp.float32(p)))
+
+
+def test_split_follows_the_partitionable_flag() -> None:
+    key = jax.random.key(7)
+    with jax.threefry_partitionable(False):
+        _same(jax.jit(_prng.split)(key), jax.random.split(key))
+
+
+def test_other_key_implementations_fall_back() -> None:
+    key = jax.random.key(3, impl="rbg")
+    _same(_prng.split(key), jax.random.split(key))
+    _same(_prng.uniform(key, (4,)), jax.random.uniform(key, (4,)))
+    assert _prng.random_bits(key, (4,)) is None
+
+
+def test_straight_line_code_has_no_loop() -> None:
+    """The point of the module: no `while` in the compiled draw (jax.random has one on CPU)."""
+    hlo = jax.jit(lambda k: _prng.uniform(_prng.split(k)[1], (4,))).lower(jax.random.key(0))
+    assert "while" not in hlo.as_text()
