@@ -43,24 +43,34 @@ _INIT = nn.initializers.normal(stddev=0.02)
 class KVCache:
     """Per-layer keys/values for incremental decoding.
 
-    k, v:  (num_layers, batch, max_len, num_kv_heads, head_dim), compute dtype; keys are
-           stored after rotary embedding.
+    k:     tuple with one (batch, num_kv_heads, head_dim, max_len) array per layer: keys
+           TRANSPOSED (length last), stored after rotary embedding.
+    v:     tuple with one (batch, num_kv_heads, max_len, head_dim) array per layer.
+    Both in the compute dtype. Why this layout (measured on CPU, see docs/lm_sampling.md):
+    one array per layer, not one stacked array, so a layer's attention reads its cache
+    directly instead of slicing a copy out of the stack every step; (batch, kv head)
+    leading so both attention contractions are plain batched matmuls, q @ K^T over
+    head_dim and probs @ V over length, with their contracted dimension where the matmul
+    wants it, so XLA never transposes (copies) the cache; a decode step writes one
+    column of K^T and one row of V per (batch, kv head) in place.
     index: int32 scalar, number of slots already written (shared by the whole batch).
     mask:  bool (batch, max_len), True where a written slot holds a real (non-pad) token.
     """
 
-    k: jax.Array
-    v: jax.Array
+    k: tuple[jax.Array, ...]
+    v: tuple[jax.Array, ...]
     index: jax.Array
     mask: jax.Array
 
 
 def init_cache(config: ModelConfig, batch: int, max_len: int) -> KVCache:
     """Empty cache for `batch` sequences of up to `max_len` tokens (prompt + generation)."""
-    shape = (config.num_hidden_layers, batch, max_len, config.num_key_value_heads, config.head_dim)
+    k_shape = (batch, config.num_key_value_heads, config.head_dim, max_len)
+    v_shape = (batch, config.num_key_value_heads, max_len, config.head_dim)
+    layers = range(config.num_hidden_layers)
     return KVCache(
-        k=jnp.zeros(shape, config.compute_dtype),
-        v=jnp.zeros(shape, config.compute_dtype),
+        k=tuple(jnp.zeros(k_shape, config.compute_dtype) for _ in layers),
+        v=tuple(jnp.zeros(v_shape, config.compute_dtype) for _ in layers),
         index=jnp.zeros((), jnp.int32),
         mask=jnp.zeros((batch, max_len), jnp.bool_),
     )
@@ -156,9 +166,10 @@ def _dense(config: ModelConfig, features: int, use_bias: bool, name: str) -> nn.
 class Attention(nn.Module):
     """Grouped-query self-attention (Ainslie et al. 2023) with rotary embeddings.
 
-    `kv` is None (no cache: keys are this call's tokens) or the whole-model cache arrays
-    (k, v) of shape (layers, batch, max_len, kv_heads, head_dim) plus the write `index`;
-    this layer writes its new keys/values at [index, index+seq) of slot `layer_idx`.
+    `kv` is None (no cache: keys are this call's tokens) or this layer's cache arrays
+    (k (batch, kv_heads, head_dim, max_len), v (batch, kv_heads, max_len, head_dim)) plus
+    the write `index`; the new keys/values are written at [index, index+seq) and the
+    updated pair is returned.
     `allowed` is the boolean (batch, seq, key_len) visibility matrix.
     """
 
@@ -180,23 +191,37 @@ class Attention(nn.Module):
         q = apply_rope(q, positions, inv_freq)
         k = apply_rope(k, positions, inv_freq)
 
+        # The cache layout (see KVCache): K^T (b, kv, hd, len), V (b, kv, len, hd).
+        k, v = k.transpose(0, 2, 3, 1), v.transpose(0, 2, 1, 3)
         new_kv = None
         if kv is not None:
-            k_all, v_all = kv
-            start = (self.layer_idx, 0, index, 0, 0)
-            k_all = jax.lax.dynamic_update_slice(k_all, k[None].astype(k_all.dtype), start)
-            v_all = jax.lax.dynamic_update_slice(v_all, v[None].astype(v_all.dtype), start)
-            new_kv = (k_all, v_all)
-            k, v = k_all[self.layer_idx], v_all[self.layer_idx]
-            k, v = k.astype(c.compute_dtype), v.astype(c.compute_dtype)
+            k_cache, v_cache = kv
+            k_cache = jax.lax.dynamic_update_slice(
+                k_cache, k.astype(k_cache.dtype), (0, 0, 0, index)
+            )
+            v_cache = jax.lax.dynamic_update_slice(
+                v_cache, v.astype(v_cache.dtype), (0, 0, index, 0)
+            )
+            new_kv = (k_cache, v_cache)
+            k, v = k_cache.astype(c.compute_dtype), v_cache.astype(c.compute_dtype)
 
-        # Query head h = g_idx * groups + j uses kv head g_idx (HF `repeat_kv` order).
-        q = q.reshape(b, s, nkv, c.num_groups, hd)
-        scores = jnp.einsum("bsngd,btnd->bngst", q, k, preferred_element_type=jnp.float32)
+        # Query head h = g_idx * groups + j uses kv head g_idx (HF `repeat_kv` order); the
+        # groups share their kv head, K/V are never repeated. Both contractions are written
+        # as batched matmuls over (batch, kv head) with rows (group, query) -- q @ K^T
+        # contracting head_dim, probs @ V contracting length -- so XLA runs them as plain
+        # [M, K] x [K, N] matmuls straight from the cache layout (no transposed operand).
+        g = c.num_groups
+        q = q.reshape(b, s, nkv, g, hd).transpose(0, 2, 3, 1, 4).reshape(b, nkv, g * s, hd)
+        batch_dims = ((0, 1), (0, 1))
+        scores = jax.lax.dot_general(
+            q, k, (((3,), (2,)), batch_dims), preferred_element_type=jnp.float32
+        ).reshape(b, nkv, g, s, -1)
         scores = scores * (hd**-0.5)  # scaled dot product (Vaswani et al. 2017)
         scores = jnp.where(allowed[:, None, None, :, :], scores, _MASK_VALUE)
         probs = jax.nn.softmax(scores, axis=-1).astype(c.compute_dtype)
-        out = jnp.einsum("bngst,btnd->bsngd", probs, v).reshape(b, s, nh * hd)
+        probs = probs.reshape(b, nkv, g * s, -1)
+        out = jax.lax.dot_general(probs, v, (((3,), (2,)), batch_dims))  # (b, nkv, g*s, hd)
+        out = out.reshape(b, nkv, g, s, hd).transpose(0, 3, 1, 2, 4).reshape(b, s, nh * hd)
         out = _dense(c, c.hidden_size, c.o_proj_bias, "o_proj")(out)
         return out, new_kv
 
@@ -291,7 +316,7 @@ class Transformer(nn.Module):
                 positions = default_positions(attention_mask)
             causal = jnp.tril(jnp.ones((s, s), jnp.bool_))
             allowed = causal[None] & attention_mask[:, None, :]
-            kv, index = None, None
+            index = None
         else:
             index = cache.index
             if positions is None:
@@ -301,7 +326,6 @@ class Transformer(nn.Module):
             key_slot = jnp.arange(cache.mask.shape[1])
             query_slot = index + jnp.arange(s)
             allowed = (key_slot[None, :] <= query_slot[:, None])[None] & key_mask[:, None, :]
-            kv = (cache.k, cache.v)
 
         embed = nn.Embed(
             c.vocab_size,
@@ -313,8 +337,13 @@ class Transformer(nn.Module):
         )
         x = embed(tokens).astype(c.compute_dtype)
         block_cls = nn.remat(Block) if self.remat else Block
+        new_k, new_v = [], []
         for i in range(c.num_hidden_layers):
+            kv = None if cache is None else (cache.k[i], cache.v[i])
             x, kv = block_cls(c, i, name=f"layers_{i}")(x, positions, allowed, kv, index)
+            if kv is not None:
+                new_k.append(kv[0])
+                new_v.append(kv[1])
         x = RMSNorm(c.rms_norm_eps, c.compute_dtype, c.params_dtype, name="norm")(x)
 
         if c.tie_word_embeddings:
@@ -330,7 +359,7 @@ class Transformer(nn.Module):
 
         outputs: list[Any] = [out]
         if cache is not None:
-            outputs.append(KVCache(k=kv[0], v=kv[1], index=index + s, mask=key_mask))
+            outputs.append(KVCache(k=tuple(new_k), v=tuple(new_v), index=index + s, mask=key_mask))
         if c.value_head:
             values = nn.Dense(
                 1,

@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxrl.lm.model import init_cache, lm_head_weight
+from jaxrl.lm.model import KVCache, init_cache, lm_head_weight
 
 __all__ = [
     "SampleOutput",
@@ -199,10 +199,95 @@ def _repeat_cache(cache: Any, n: int) -> Any:
     if n == 1:
         return cache
     return cache.replace(
-        k=_repeat_rows(cache.k, n, axis=1),
-        v=_repeat_rows(cache.v, n, axis=1),
+        k=tuple(_repeat_rows(k, n) for k in cache.k),
+        v=tuple(_repeat_rows(v, n) for v in cache.v),
         mask=_repeat_rows(cache.mask, n, axis=0),
     )
+
+
+def _grow_cache(cache: KVCache, length: int) -> KVCache:
+    """Zero-pad every layer's K^T / V and the slot mask to ``length`` cache slots."""
+
+    def pad(x: jax.Array, axis: int) -> jax.Array:
+        widths = [(0, 0)] * x.ndim
+        widths[axis] = (0, length - x.shape[axis])
+        return jnp.pad(x, widths)
+
+    return cache.replace(
+        k=tuple(pad(k, 3) for k in cache.k),
+        v=tuple(pad(v, 2) for v in cache.v),
+        mask=pad(cache.mask, 1),
+    )
+
+
+MIN_WINDOW = 64
+
+
+def decode_windows(
+    prompt_len: int, cache_len: int, min_window: int = MIN_WINDOW
+) -> tuple[int, ...]:
+    """Static attention windows (cache sizes) for the decode segments of ``generate``.
+
+    Powers of two from ``min_window`` up, each kept only if it holds more than the
+    prompt and is at most half of ``cache_len``, then ``cache_len`` itself: e.g.
+    (64, 136) for prompt 8 + 128 new tokens, (64, 128, 256, 520) for 8 + 512. A step
+    whose cache index is below ``w`` only needs the first ``w`` slots, so decoding in
+    these segments makes step ``t`` attend over at most ``max(2 (P + t), 64)`` slots
+    instead of all ``cache_len``: the per-step attention cost follows the sequence
+    length. Each segment compiles its own decode body, so the number of segments
+    (about log2(cache_len / 64)) is kept small.
+    """
+    windows = []
+    w = min_window
+    while 2 * w <= cache_len:
+        if w > prompt_len:
+            windows.append(w)
+        w *= 2
+    return (*windows, cache_len)
+
+
+def _params_mesh(params: Any) -> jax.sharding.Mesh | None:
+    """The mesh the params are sharded over (``NamedSharding`` on >1 device), else None."""
+    for leaf in jax.tree.leaves(params):
+        sharding = getattr(leaf, "sharding", None)
+        if isinstance(sharding, jax.sharding.NamedSharding) and sharding.mesh.size > 1:
+            return sharding.mesh
+    return None
+
+
+def _place_cache(cache: KVCache, config: Any, mesh: jax.sharding.Mesh | None) -> KVCache:
+    """Constrain the cache onto ``mesh``: batch over data x fsdp, kv heads over tensor.
+
+    Axes that do not divide the dimension stay replicated (``sharding.spec_for``).
+    """
+    if mesh is None:
+        return cache
+    from jaxrl.lm.sharding import cache_sharding
+
+    rows = cache.mask.shape[0]
+    kv = cache_sharding(config, mesh, rows)
+    mask_spec = kv.spec[0] if len(kv.spec) else None
+    mask = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(mask_spec, None))
+    constrain = jax.lax.with_sharding_constraint
+    return cache.replace(
+        k=tuple(constrain(k, kv) for k in cache.k),
+        v=tuple(constrain(v, kv) for v in cache.v),
+        mask=constrain(cache.mask, mask),
+    )
+
+
+def _check_prompt_rows(prompt_mask: Any) -> None:
+    """Raise if a prompt row has no real token (skipped when the mask is traced)."""
+    if isinstance(prompt_mask, jax.core.Tracer):
+        return
+    empty = np.flatnonzero(~np.asarray(prompt_mask).any(axis=-1))
+    if empty.size:
+        rows = ", ".join(str(int(i)) for i in empty[:10]) + (", ..." if empty.size > 10 else "")
+        raise ValueError(
+            f"prompt_mask has rows with no real token (rows {rows}): every prompt needs at "
+            "least one token to condition on (e.g. BOS); an all-padding prompt has no "
+            "next-token distribution"
+        )
 
 
 def _as_eos_array(eos_id: int | Sequence[int] | None, vocab_size: int) -> np.ndarray:
@@ -267,8 +352,12 @@ def generate(
       pad_id: token written after a row's first EOS.
 
     Raises ValueError (before compiling) for bad arguments, naming the argument,
-    or when ``P + max_new_tokens`` exceeds ``cache_len`` or the model's
-    ``max_position_embeddings``.
+    when ``P + max_new_tokens`` exceeds ``cache_len`` or the model's
+    ``max_position_embeddings``, or when a ``prompt_mask`` row has no real token.
+
+    When ``params`` are sharded over a mesh (``NamedSharding`` on several devices,
+    e.g. from ``shard_params``), the KV cache is placed on the same mesh: batch rows
+    over the data/fsdp axes and kv heads over ``tensor`` where they divide.
     """
     config = model.config
     prompt_tokens = jnp.asarray(prompt_tokens)
@@ -284,12 +373,12 @@ def generate(
         raise ValueError(
             f"prompt_mask shape {prompt_mask.shape} != prompt_tokens shape {prompt_tokens.shape}"
         )
+    _check_prompt_rows(prompt_mask)
     if not isinstance(max_new_tokens, int | np.integer) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
     if not isinstance(num_samples, int | np.integer) or num_samples < 1:
         raise ValueError(f"num_samples must be a positive int, got {num_samples!r}")
-    temperature = _check_number("temperature", temperature, low=0.0, high=math.inf,
-                                low_open=False)
+    temperature = _check_number("temperature", temperature, low=0.0, high=math.inf, low_open=False)
     greedy = temperature == 0.0
     if top_k is not None and (
         not isinstance(top_k, int | np.integer) or not 1 <= top_k <= config.vocab_size
@@ -329,14 +418,22 @@ def generate(
         use_top_p=top_p is not None,
         greedy=greedy,
         num_samples=int(num_samples),
-        cache_len=int(cache_len),
+        windows=decode_windows(prompt_len, int(cache_len)),
+        mesh=_params_mesh(params),
     )
 
 
 @functools.partial(
     jax.jit,
     static_argnames=(
-        "model", "max_new_tokens", "top_k", "use_top_p", "greedy", "num_samples", "cache_len",
+        "model",
+        "max_new_tokens",
+        "top_k",
+        "use_top_p",
+        "greedy",
+        "num_samples",
+        "windows",
+        "mesh",
     ),
 )
 def _generate(
@@ -355,35 +452,51 @@ def _generate(
     use_top_p: bool,
     greedy: bool,
     num_samples: int,
-    cache_len: int,
+    windows: tuple[int, ...],
+    mesh: jax.sharding.Mesh | None = None,
 ) -> SampleOutput:
     """The compiled sampler: prefill once per prompt, repeat, then decode.
 
-    Decoding is a ``while_loop`` rather than a ``scan`` so it exits as soon as
-    every row has emitted EOS (RL completions are often much shorter than
-    ``max_new_tokens``); outputs are preallocated and written in place.
+    Decoding runs in segments, one per entry of ``windows`` (increasing cache
+    sizes, the last being ``cache_len``; see ``decode_windows``). Segment ``j``
+    carries a cache of ``windows[j]`` slots and decodes the steps whose cache
+    index fits in it; between segments the cache is zero-padded to the next
+    size. All segments are in this one program. Slots beyond the write index are
+    masked out, so a smaller window computes the same attention as the full cache.
+    Each segment is a ``while_loop`` rather than a ``scan`` so decoding exits as
+    soon as every row has emitted EOS (RL completions are often much shorter
+    than ``max_new_tokens``); outputs are preallocated and written in place.
     """
-    batch, _ = prompt_tokens.shape
+    batch, prompt_len = prompt_tokens.shape
     rows = batch * num_samples
     head = lm_head_weight(params)
 
     # Prefill: run the prompt once per *prompt* (not per sample) and keep only
     # the last position's logits; all rows end at the last column (left padding).
     positions = _positions(prompt_mask)
-    cache = init_cache(model.config, batch, cache_len)
+    cache = _place_cache(init_cache(model.config, batch, windows[0]), model.config, mesh)
     hidden, cache = _apply(
-        model, params, prompt_tokens, positions=positions, attention_mask=prompt_mask,
-        cache=cache, return_hidden=True,
+        model,
+        params,
+        prompt_tokens,
+        positions=positions,
+        attention_mask=prompt_mask,
+        cache=cache,
+        return_hidden=True,
     )
     logits = _project(hidden[:, -1], head)
-    cache = _repeat_cache(cache, num_samples)
+    cache = _place_cache(_repeat_cache(cache, num_samples), model.config, mesh)
     logits = _repeat_rows(logits, num_samples)
     next_pos = _repeat_rows(positions[:, -1] + 1, num_samples)
 
     def sample(t: jax.Array, logits: jax.Array) -> tuple[jax.Array, jax.Array]:
         return sample_logits(
-            jax.random.fold_in(key, t), logits, temperature=temperature, top_k=top_k,
-            top_p=top_p if use_top_p else None, greedy=greedy,
+            jax.random.fold_in(key, t),
+            logits,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p if use_top_p else None,
+            greedy=greedy,
         )
 
     def record(t, tok, lp, done, out):
@@ -406,14 +519,14 @@ def _generate(
     tok, done, out = record(0, tok, lp, jnp.zeros((rows,), bool), out)
     step_mask = jnp.ones((rows, 1), bool)
 
-    def cond(state):
-        t, _, _, _, done, _ = state
-        return (t < max_new_tokens) & ~jnp.all(done)
-
     def body(state):
         t, tok, pos, cache, done, out = state
         logits, cache = _apply(
-            model, params, tok[:, None], positions=pos[:, None], attention_mask=step_mask,
+            model,
+            params,
+            tok[:, None],
+            positions=pos[:, None],
+            attention_mask=step_mask,
             cache=cache,
         )
         new_tok, lp = sample(t, logits[:, -1])
@@ -421,7 +534,19 @@ def _generate(
         return t + 1, new_tok, pos + 1, cache, done, out
 
     state = (jnp.int32(1), tok, next_pos, cache, done, out)
-    _, _, _, _, done, (tokens, logprobs, mask) = lax.while_loop(cond, body, state)
+    for window in windows:
+        # Step t writes cache slot prompt_len + t - 1, which must be < window.
+        limit = min(max_new_tokens, window - prompt_len + 1)
+
+        def cond(state, limit=limit):
+            t, _, _, _, done, _ = state
+            return (t < limit) & ~jnp.all(done)
+
+        t, tok, pos, cache, done, out = state
+        if cache.mask.shape[1] < window:
+            cache = _place_cache(_grow_cache(cache, window), model.config, mesh)
+        state = lax.while_loop(cond, body, (t, tok, pos, cache, done, out))
+    _, _, _, _, done, (tokens, logprobs, mask) = state
     return SampleOutput(
         tokens=tokens,
         logprobs=logprobs,
@@ -476,8 +601,13 @@ def token_logprobs(
     if attention_mask is None:
         attention_mask = jnp.ones(tokens.shape, dtype=bool)
     lp, ent = _token_logprobs(
-        model, params, tokens.astype(jnp.int32), jnp.asarray(attention_mask, dtype=bool),
-        jnp.asarray(temperature, jnp.float32), start=start, chunk_size=chunk_size,
+        model,
+        params,
+        tokens.astype(jnp.int32),
+        jnp.asarray(attention_mask, dtype=bool),
+        jnp.asarray(temperature, jnp.float32),
+        start=start,
+        chunk_size=chunk_size,
         with_entropy=return_entropy,
     )
     return (lp, ent) if return_entropy else lp

@@ -156,7 +156,13 @@ def batch_sharding(mesh: Mesh, ndim: int = 2, rules: Rules = DEFAULT_RULES) -> N
 def cache_sharding(
     config: ModelConfig, mesh: Mesh, batch: int, rules: Rules = DEFAULT_RULES
 ) -> NamedSharding:
-    """Sharding for KV-cache k/v of shape (layers, batch, max_len, kv_heads, head_dim)."""
-    axes = ("layers", "batch", "length", "kv_heads", "head_dim")
-    shape = (config.num_hidden_layers, batch, 1, config.num_key_value_heads, config.head_dim)
+    """Sharding for each layer's KV-cache array: K^T (batch, kv_heads, head_dim, max_len)
+    and V (batch, kv_heads, max_len, head_dim) alike.
+
+    Batch over the batch axes and kv heads over `tensor` when divisible; length and
+    head_dim stay whole, so one sharding fits both layouts. Apply it to every leaf:
+    `jax.device_put(cache.k, cache_sharding(...))` places the whole tuple.
+    """
+    axes = ("batch", "kv_heads", "length", "head_dim")
+    shape = (batch, config.num_key_value_heads, 1, config.head_dim)
     return NamedSharding(mesh, spec_for(axes, shape, mesh, rules))

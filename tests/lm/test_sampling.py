@@ -28,10 +28,20 @@ VOCAB = 32
 
 def _config(**overrides):
     fields = dict(
-        model_type="llama", vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
-        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
-        rope_theta=10000.0, rms_norm_eps=1e-6, max_position_embeddings=64,
-        tie_word_embeddings=False, attention_bias=False, qk_norm=False,
+        model_type="llama",
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        rope_theta=10000.0,
+        rms_norm_eps=1e-6,
+        max_position_embeddings=64,
+        tie_word_embeddings=False,
+        attention_bias=False,
+        qk_norm=False,
     )
     fields.update(overrides)
     return ModelConfig(**fields)
@@ -195,8 +205,16 @@ def test_greedy_cached_equals_uncached_with_eos(tiny, prompts):
     eos = int(ref[0, 3])  # row 0 stops at its first occurrence of this token
     first = int(np.flatnonzero(ref[0] == eos)[0])
     ref, ref_mask = _naive_greedy(model, params, tokens, mask, steps, eos_id=eos)
-    out = generate(model, params, tokens, jax.random.key(0), max_new_tokens=steps,
-                   temperature=0.0, prompt_mask=mask, eos_id=eos)
+    out = generate(
+        model,
+        params,
+        tokens,
+        jax.random.key(0),
+        max_new_tokens=steps,
+        temperature=0.0,
+        prompt_mask=mask,
+        eos_id=eos,
+    )
     np.testing.assert_array_equal(out.tokens, ref)
     np.testing.assert_array_equal(out.completion_mask, ref_mask)
     np.testing.assert_array_equal(out.lengths, ref_mask.sum(1))
@@ -209,12 +227,20 @@ def test_greedy_cached_equals_uncached_with_eos(tiny, prompts):
 def test_left_padded_batch_matches_each_prompt_alone(tiny, prompts):
     model, params = tiny
     tokens, mask = prompts
-    batched = generate(model, params, tokens, jax.random.key(0), max_new_tokens=6,
-                       temperature=0.0, prompt_mask=mask)
+    batched = generate(
+        model,
+        params,
+        tokens,
+        jax.random.key(0),
+        max_new_tokens=6,
+        temperature=0.0,
+        prompt_mask=mask,
+    )
     for row in (1,):  # the most padded row, run unpadded on its own
         alone = tokens[row : row + 1, np.asarray(mask[row])]
-        single = generate(model, params, alone, jax.random.key(0), max_new_tokens=6,
-                          temperature=0.0)
+        single = generate(
+            model, params, alone, jax.random.key(0), max_new_tokens=6, temperature=0.0
+        )
         np.testing.assert_array_equal(single.tokens[0], batched.tokens[row])
         np.testing.assert_allclose(single.logprobs[0], batched.logprobs[row], atol=2e-5)
 
@@ -223,12 +249,31 @@ def test_generate_logprobs_match_token_logprobs(tiny, prompts):
     model, params = tiny
     tokens, mask = prompts
     temp = 0.7
-    out = generate(model, params, tokens, jax.random.key(3), max_new_tokens=7, temperature=temp,
-                   top_k=12, top_p=0.9, eos_id=5, prompt_mask=mask, num_samples=2)
+    out = generate(
+        model,
+        params,
+        tokens,
+        jax.random.key(3),
+        max_new_tokens=7,
+        temperature=temp,
+        top_k=12,
+        top_p=0.9,
+        eos_id=5,
+        prompt_mask=mask,
+        num_samples=2,
+    )
     seq, seq_mask = out.sequences()
     p = tokens.shape[1]
-    lp, ent = token_logprobs(model, params, seq, attention_mask=seq_mask, targets_start=p,
-                             temperature=temp, chunk_size=5, return_entropy=True)
+    lp, ent = token_logprobs(
+        model,
+        params,
+        seq,
+        attention_mask=seq_mask,
+        targets_start=p,
+        temperature=temp,
+        chunk_size=5,
+        return_entropy=True,
+    )
     assert lp.shape == ent.shape == (6, p + 7 - 1)
     assert np.all(np.asarray(lp[:, : p - 1]) == 0.0)
     np.testing.assert_allclose(lp[:, p - 1 :], out.logprobs, atol=2e-5)
@@ -243,8 +288,15 @@ def test_generate_logprobs_match_token_logprobs(tiny, prompts):
 def test_determinism_and_groups(tiny, prompts):
     model, params = tiny
     tokens, mask = prompts
-    kw = dict(max_new_tokens=7, temperature=0.7, top_k=12, top_p=0.9, eos_id=5,
-              prompt_mask=mask, num_samples=2)  # same statics as above: no recompile
+    kw = dict(
+        max_new_tokens=7,
+        temperature=0.7,
+        top_k=12,
+        top_p=0.9,
+        eos_id=5,
+        prompt_mask=mask,
+        num_samples=2,
+    )  # same statics as above: no recompile
     a = generate(model, params, tokens, jax.random.key(3), **kw)
     b = generate(model, params, tokens, jax.random.key(3), **kw)
     c = generate(model, params, tokens, jax.random.key(4), **kw)
@@ -258,23 +310,96 @@ def test_determinism_and_groups(tiny, prompts):
 def test_greedy_groups_and_top_k_one(tiny, prompts):
     model, params = tiny
     tokens, mask = prompts
-    greedy = generate(model, params, tokens, jax.random.key(0), max_new_tokens=6,
-                      temperature=0.0, prompt_mask=mask)
+    greedy = generate(
+        model,
+        params,
+        tokens,
+        jax.random.key(0),
+        max_new_tokens=6,
+        temperature=0.0,
+        prompt_mask=mask,
+    )
     # Also with a fixed, larger cache than needed: same completions.
-    groups = generate(model, params, tokens, jax.random.key(0), max_new_tokens=6,
-                      temperature=0.0, prompt_mask=mask, num_samples=3, cache_len=20)
+    groups = generate(
+        model,
+        params,
+        tokens,
+        jax.random.key(0),
+        max_new_tokens=6,
+        temperature=0.0,
+        prompt_mask=mask,
+        num_samples=3,
+        cache_len=20,
+    )
     np.testing.assert_array_equal(groups.tokens, np.repeat(greedy.tokens, 3, axis=0))
-    top1 = generate(model, params, tokens, jax.random.key(9), max_new_tokens=6,
-                    temperature=1.0, top_k=1, prompt_mask=mask)
+    top1 = generate(
+        model,
+        params,
+        tokens,
+        jax.random.key(9),
+        max_new_tokens=6,
+        temperature=1.0,
+        top_k=1,
+        prompt_mask=mask,
+    )
     np.testing.assert_array_equal(top1.tokens, greedy.tokens)
+
+
+def test_decode_windows():
+    assert sampling.decode_windows(8, 136) == (64, 136)
+    assert sampling.decode_windows(8, 520) == (64, 128, 256, 520)
+    assert sampling.decode_windows(100, 600) == (128, 256, 600)  # windows <= P skipped
+    assert sampling.decode_windows(5, 45) == (45,)
+    assert sampling.decode_windows(5, 45, min_window=8) == (8, 16, 45)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(temperature=0.7, top_k=12, top_p=0.9, eos_id=5, num_samples=2),
+        dict(temperature=1.0),
+        dict(temperature=0.0, eos_id=7),
+    ],
+)
+def test_segmented_decode_equals_full_window(tiny, prompts, monkeypatch, kwargs):
+    """Decoding in growing cache windows gives the same rollouts as one full-size cache.
+
+    Small windows (8, 16, then the full 45 slots) so the 40 steps cross two segment
+    boundaries; slots past the write index are masked either way, so tokens must be
+    identical and log-probs equal up to float reassociation.
+    """
+    model, params = tiny
+    tokens, mask = prompts
+    run = functools.partial(
+        generate,
+        model,
+        params,
+        tokens,
+        jax.random.key(11),
+        max_new_tokens=40,
+        prompt_mask=mask,
+        **kwargs,
+    )
+    windows = sampling.decode_windows
+    monkeypatch.setattr(sampling, "decode_windows", lambda p, n: windows(p, n, min_window=8))
+    assert sampling.decode_windows(5, 45) == (8, 16, 45)
+    segmented = run()
+    monkeypatch.setattr(sampling, "decode_windows", lambda p, n: (n,))
+    full = run()
+    np.testing.assert_array_equal(segmented.tokens, full.tokens)
+    np.testing.assert_array_equal(segmented.completion_mask, full.completion_mask)
+    np.testing.assert_array_equal(segmented.finished, full.finished)
+    np.testing.assert_allclose(segmented.logprobs, full.logprobs, atol=2e-5)
+    assert int(full.lengths.max()) > 12  # some row decoded into the third segment
 
 
 def test_token_logprobs_matches_naive_and_gradients(tiny_one_layer):
     model, params = tiny_one_layer
     tokens = jax.random.randint(jax.random.key(5), (3, 9), 0, VOCAB)
     mask = jnp.array([[1] * 9, [0, 0, 0] + [1] * 6, [0] + [1] * 8], bool)
-    lp, ent = token_logprobs(model, params, tokens, attention_mask=mask, chunk_size=7,
-                             return_entropy=True)
+    lp, ent = token_logprobs(
+        model, params, tokens, attention_mask=mask, chunk_size=7, return_entropy=True
+    )
     ref_lp, ref_ent = _naive_logprobs(model, params, tokens, mask)
     np.testing.assert_allclose(lp, ref_lp, atol=2e-5)
     np.testing.assert_allclose(ent, ref_ent, atol=2e-5)
@@ -282,8 +407,11 @@ def test_token_logprobs_matches_naive_and_gradients(tiny_one_layer):
     def loss(fn):
         return lambda p: jnp.sum(fn(p) * mask[:, 1:])
 
-    g = jax.jit(jax.grad(loss(lambda p: token_logprobs(model, p, tokens, attention_mask=mask,
-                                                       chunk_size=4))))(params)
+    g = jax.jit(
+        jax.grad(
+            loss(lambda p: token_logprobs(model, p, tokens, attention_mask=mask, chunk_size=4))
+        )
+    )(params)
     g_ref = jax.jit(jax.grad(loss(lambda p: _naive_logprobs(model, p, tokens, mask)[0])))(params)
     for x, y in zip(jax.tree.leaves(g), jax.tree.leaves(g_ref), strict=True):
         np.testing.assert_allclose(x, y, atol=1e-4, rtol=1e-4)
@@ -329,6 +457,10 @@ def _naive_greedy_plain(model, params, tokens, steps):
         (dict(max_new_tokens=4, num_samples=0), "num_samples"),
         (dict(max_new_tokens=4, eos_id=VOCAB), "eos_id"),
         (dict(max_new_tokens=4, prompt_mask=np.ones((3, 4), bool)), "prompt_mask"),
+        (
+            dict(max_new_tokens=4, prompt_mask=np.array([[1] * 5, [0] * 5, [0] * 5], bool)),
+            r"prompt_mask has rows with no real token \(rows 1, 2\)",
+        ),
     ],
 )
 def test_bad_arguments_raise_before_compiling(tiny, prompts, monkeypatch, kwargs, match):

@@ -78,6 +78,43 @@ _SCRIPT = textwrap.dedent(
             r["direct_q_spec"] = str(
                 direct["params"]["layers_0"]["self_attn"]["q_proj"]["kernel"].sharding.spec
             )
+
+    # generate with sharded params: the KV cache goes on the same mesh (batch over
+    # data x fsdp, kv heads over tensor) and samples match the single-device run.
+    from jax.sharding import PartitionSpec as P
+    from jaxrl.lm import sampling
+
+    model, params = from_pretrained(f"{fixtures}/llama")  # 2 kv heads: split over tensor
+    mesh = sharding.make_mesh(2, 2, 2)
+    sp = sharding.shard_params(params, mesh)
+    kw = dict(prompt_mask=mask[:4], max_new_tokens=120, temperature=1.0, top_k=50,
+              num_samples=2)  # 4 prompts x 2 = 8 rows; cache 130 slots: windows (64, 130)
+    assert sampling.decode_windows(10, 130) == (64, 130)
+    ref = sampling.generate(model, params, tokens[:4], jax.random.key(7), **kw)
+    out = sampling.generate(model, sp, tokens[:4], jax.random.key(7), **kw)
+    g = report["generate"] = dict(
+        tokens_equal=bool(np.array_equal(np.asarray(ref.tokens), np.asarray(out.tokens))),
+        logprob_err=float(np.abs(np.asarray(ref.logprobs) - np.asarray(out.logprobs)).max()),
+        mesh=dict(sampling._params_mesh(sp).shape),
+        single_mesh=str(sampling._params_mesh(params)),
+    )
+    placed = jax.jit(lambda c: sampling._place_cache(c, model.config, mesh))(
+        init_cache(model.config, 8, 16)
+    )
+    full = lambda x: [str(a) for a in x.sharding.spec] + ["None"] * (x.ndim - len(x.sharding.spec))
+    g["k_spec"], g["v_spec"] = full(placed.k[0]), full(placed.v[0])
+    g["k_shard_shape"] = list(placed.k[0].addressable_shards[0].data.shape)
+    g["mask_spec"] = full(placed.mask)
+    # The compiled sampler really holds the cache partitioned: per-device K^T blocks of
+    # (8 rows / 4, 2 kv heads / 2, head_dim 16, 130 slots) in the last decode segment.
+    compiled = sampling._generate.lower(
+        model, sp, jnp.asarray(tokens[:4]), jnp.asarray(mask[:4]), jax.random.key(7),
+        jnp.float32(1.0), jnp.float32(1.0), jnp.zeros((0,), jnp.int32), jnp.int32(0),
+        max_new_tokens=120, top_k=50, use_top_p=False, greedy=False, num_samples=2,
+        windows=(64, 130), mesh=mesh,
+    ).compile().as_text()
+    g["local_cache_in_hlo"] = "f32[2,1,16,130]" in compiled
+    g["global_cache_in_hlo"] = "f32[8,2,16,130]" in compiled
     print("REPORT" + json.dumps(report))
     """
 )
@@ -123,6 +160,18 @@ def test_params_really_sharded(report: dict) -> None:
     assert mixed["embed_spec"] == str(P("tensor", "fsdp"))
     assert mixed["q_shard_shape"] == [64 // 2, 128 // 2]
     assert mixed["direct_q_spec"] == mixed["q_spec"]
+
+
+def test_generate_with_sharded_params_places_cache_and_matches(report: dict) -> None:
+    g = report["generate"]
+    assert g["mesh"] == {"data": 2, "fsdp": 2, "tensor": 2} and g["single_mesh"] == "None"
+    assert g["tokens_equal"], g
+    assert g["logprob_err"] < 5e-5, g
+    batch = str(("data", "fsdp"))
+    assert g["k_spec"] == g["v_spec"] == [batch, "tensor", "None", "None"], g
+    assert g["k_shard_shape"] == [8 // 4, 2 // 2, 16, 16], g
+    assert g["mask_spec"] == [batch, "None"], g
+    assert g["local_cache_in_hlo"] and not g["global_cache_in_hlo"], g
 
 
 # -- single-device unit tests of the rules --------------------------------------------------
