@@ -9,10 +9,11 @@ batch 64 prompts of 8 random tokens, `max_new_tokens` in `--lengths`, plain
 sampling at temperature 1 (no top-k / top-p), no EOS (every row generates all
 tokens), so both sides do exactly `batch * max_new_tokens` decode steps' work.
 
-jaxrl: `jaxrl.lm.sampling.generate` (KV cache of prompt + max_new_tokens,
-prefill + `while_loop` decode in one jitted program). The first call per length
-compiles; compile time is reported separately (first call minus the best timed
-call) and excluded from throughput.
+jaxrl: `jaxrl.lm.sampling.generate` (KV cache of prompt + max_new_tokens; prefill
++ decode in one jitted program, the decode in `while_loop` segments whose cache
+window grows, see `decode_windows`, recorded per length). The first call per
+length compiles; compile time is reported separately (first call minus the best
+timed call) and excluded from throughput.
 
 Hugging Face: the *same weights* (written with `jaxrl.lm.checkpoint.save_pretrained`,
 loaded with `LlamaForCausalLM.from_pretrained`), `model.generate(do_sample=True,
@@ -27,9 +28,13 @@ check the weights really are the same.
 Reported per length: best-of-repeats wall time, generated tokens/s, per-token
 cost (ms per decode step for the whole batch) and the 512-vs-128 flatness ratio
 (per-step cost at the longest length / at the shortest; 1.0 = flat). Memory: peak
-RSS of each process (`resource.getrusage` maxrss) and jax's
+RSS of each process (`resource.getrusage` maxrss) at the end and right after setup
+(model built/loaded, before any generate: the libraries' share), XLA's buffer
+sizes for each compiled sampler (`compiled.memory_analysis()`: temporaries = KV
+cache + activations, arguments = params + prompts), and jax's
 `device.memory_stats()` when the backend provides it (CPU does not). Writes a
 table to stdout and JSON to `--out` (default `benchmarks/results/lm_sampling.json`).
+Note the load average (`uptime`) with the numbers: both sides share the machine.
 """
 
 from __future__ import annotations
@@ -49,10 +54,20 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 HF_REQUIREMENTS = ["torch==2.13.0", "transformers", "safetensors", "numpy"]
 MODEL = dict(
-    model_type="llama", vocab_size=1024, hidden_size=256, intermediate_size=1024,
-    num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=4, head_dim=32,
-    rope_theta=10000.0, rms_norm_eps=1e-6, max_position_embeddings=2048,
-    tie_word_embeddings=False, attention_bias=False, qk_norm=False,
+    model_type="llama",
+    vocab_size=1024,
+    hidden_size=256,
+    intermediate_size=1024,
+    num_hidden_layers=4,
+    num_attention_heads=8,
+    num_key_value_heads=4,
+    head_dim=32,
+    rope_theta=10000.0,
+    rms_norm_eps=1e-6,
+    max_position_embeddings=2048,
+    tie_word_embeddings=False,
+    attention_bias=False,
+    qk_norm=False,
 )
 
 
@@ -79,8 +94,11 @@ def hf_worker() -> None:
             ).eval()
             state["model"] = model
             state["prompts"] = torch.from_numpy(np.load(cmd["prompts"])).long()
-            return {"torch": torch.__version__, "transformers": transformers.__version__,
-                    "threads": torch.get_num_threads()}
+            return {
+                "torch": torch.__version__,
+                "transformers": transformers.__version__,
+                "threads": torch.get_num_threads(),
+            }
         if cmd["cmd"] == "logits":
             with torch.inference_mode():
                 logits = state["model"](state["prompts"][: cmd["rows"]]).logits
@@ -92,9 +110,16 @@ def hf_worker() -> None:
             start = time.perf_counter()
             with torch.inference_mode():
                 out = state["model"].generate(
-                    prompts, attention_mask=torch.ones_like(prompts), do_sample=True,
-                    temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=cmd["max_new_tokens"],
-                    use_cache=True, pad_token_id=0, eos_token_id=None,
+                    prompts,
+                    attention_mask=torch.ones_like(prompts),
+                    do_sample=True,
+                    temperature=1.0,
+                    top_k=0,
+                    top_p=1.0,
+                    max_new_tokens=cmd["max_new_tokens"],
+                    use_cache=True,
+                    pad_token_id=0,
+                    eos_token_id=None,
                 )
             seconds = time.perf_counter() - start
             return {"seconds": seconds, "new_tokens": int(out.shape[1] - prompts.shape[1])}
@@ -120,7 +145,11 @@ class HFWorker:
         env = dict(os.environ, TRANSFORMERS_OFFLINE="1", HF_HUB_OFFLINE="1")
         self._proc = subprocess.Popen(
             [str(python), str(Path(__file__).resolve()), "--hf-worker"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=HERE, env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=HERE,
+            env=env,
         )
 
     def __call__(self, **cmd: Any) -> dict[str, Any]:
@@ -167,6 +196,50 @@ def _time_ours(model, params, prompts, key, max_new_tokens: int) -> tuple[float,
     return seconds, int(out.lengths.sum())
 
 
+def _compiled_memory(model, params, prompts, max_new_tokens: int) -> dict[str, Any]:
+    """XLA's buffer sizes (MiB) for the sampler `generate` compiles at this length."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxrl.lm import sampling
+
+    batch, prompt_len = prompts.shape
+    windows = sampling.decode_windows(prompt_len, prompt_len + max_new_tokens)
+    compiled = sampling._generate.lower(
+        model,
+        params,
+        jnp.asarray(prompts),
+        jnp.ones(prompts.shape, bool),
+        jax.random.key(0),
+        jnp.float32(1.0),
+        jnp.float32(1.0),
+        jnp.zeros((0,), jnp.int32),
+        jnp.int32(0),
+        max_new_tokens=max_new_tokens,
+        top_k=None,
+        use_top_p=False,
+        greedy=False,
+        num_samples=1,
+        windows=windows,
+    ).compile()
+    m = compiled.memory_analysis()
+    mib = 2.0**20
+    return {
+        "decode_windows": list(windows),
+        "xla_temp_mib": m.temp_size_in_bytes / mib,
+        "xla_argument_mib": m.argument_size_in_bytes / mib,
+        "xla_output_mib": m.output_size_in_bytes / mib,
+        "kv_cache_mib": 2
+        * MODEL["num_hidden_layers"]
+        * batch
+        * MODEL["num_key_value_heads"]
+        * MODEL["head_dim"]
+        * (prompt_len + max_new_tokens)
+        * 4
+        / mib,
+    }
+
+
 def _device_memory() -> dict[str, Any] | None:
     import jax
 
@@ -183,10 +256,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     from jaxrl.lm.checkpoint import save_pretrained
 
+    load_at_start = os.getloadavg()
     model, params = _build_ours(args.seed)
-    prompts = np.random.default_rng(args.seed).integers(
-        0, MODEL["vocab_size"], size=(args.batch, args.prompt_len)
-    ).astype(np.int32)
+    prompts = (
+        np.random.default_rng(args.seed)
+        .integers(0, MODEL["vocab_size"], size=(args.batch, args.prompt_len))
+        .astype(np.int32)
+    )
     hf = HFWorker()
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -197,11 +273,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             ref = np.load(Path(tmp) / "hf_logits.npy")
         ours_logits = np.asarray(model.apply(params, prompts[:4]))
         parity = float(np.abs(ours_logits - ref).max())
-        print(f"same weights: max |logits_jaxrl - logits_hf| = {parity:.2e} "
-              f"(logit std {ref.std():.3f})", flush=True)
+        print(
+            f"same weights: max |logits_jaxrl - logits_hf| = {parity:.2e} "
+            f"(logit std {ref.std():.3f})",
+            flush=True,
+        )
         if parity > 1e-3:
             raise RuntimeError(f"HF and jaxrl logits differ by {parity}; not the same model")
 
+        jaxrl_setup_rss = _maxrss_mib()
+        hf_setup_rss = hf(cmd="stats")["maxrss_mib"]
         hf(cmd="generate", max_new_tokens=8, seed=0)  # warm-up
         results = []
         for n in args.lengths:
@@ -229,10 +310,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "speedup": best_hf / best_ours,
                 "jaxrl_all_seconds": ours,
                 "hf_all_seconds": theirs,
+                "jaxrl_memory": _compiled_memory(model, params, prompts, n),
             }
             results.append(row)
-            print(f"  max_new_tokens={n}: jaxrl {row['jaxrl_tokens_per_s']:.0f} tok/s, "
-                  f"HF {row['hf_tokens_per_s']:.0f} tok/s, x{row['speedup']:.1f}", flush=True)
+            print(
+                f"  max_new_tokens={n}: jaxrl {row['jaxrl_tokens_per_s']:.0f} tok/s, "
+                f"HF {row['hf_tokens_per_s']:.0f} tok/s, x{row['speedup']:.1f}",
+                flush=True,
+            )
         hf_rss = hf(cmd="stats")["maxrss_mib"]
     finally:
         hf.close()
@@ -254,14 +339,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "logits_max_abs_diff": parity,
         "memory": {
             "jaxrl_maxrss_mib": _maxrss_mib(),
+            "jaxrl_maxrss_after_setup_mib": jaxrl_setup_rss,
             "jaxrl_device_memory_stats": _device_memory(),
             "hf_maxrss_mib": hf_rss,
+            "hf_maxrss_after_setup_mib": hf_setup_rss,
         },
         "versions": {"jax": jax.__version__, **info},
         "machine": {
             "platform": platform.platform(),
             "cpus": os.cpu_count(),
             "jax_backend": jax.default_backend(),
+            "load_average_at_start": load_at_start,
             "load_average_at_end": os.getloadavg(),
         },
     }
@@ -269,22 +357,45 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def print_table(report: dict[str, Any]) -> None:
     print()
-    print(f"batch {report['batch']}, prompt {report['prompt_len']}, "
-          f"{report['sampling']}; best of {report['repeats']}")
-    head = (f"{'new tokens':>10} | {'jaxrl tok/s':>11} | {'HF tok/s':>9} | {'speedup':>7} | "
-            f"{'jaxrl ms/step':>13} | {'HF ms/step':>10} | {'jaxrl compile s':>15}")
+    print(
+        f"batch {report['batch']}, prompt {report['prompt_len']}, "
+        f"{report['sampling']}; best of {report['repeats']}"
+    )
+    head = (
+        f"{'new tokens':>10} | {'jaxrl tok/s':>11} | {'HF tok/s':>9} | {'speedup':>7} | "
+        f"{'jaxrl ms/step':>13} | {'HF ms/step':>10} | {'jaxrl compile s':>15}"
+    )
     print(head)
     print("-" * len(head))
     for r in report["results"]:
-        print(f"{r['max_new_tokens']:>10} | {r['jaxrl_tokens_per_s']:>11.0f} | "
-              f"{r['hf_tokens_per_s']:>9.0f} | {r['speedup']:>6.1f}x | "
-              f"{r['jaxrl_ms_per_step']:>13.2f} | {r['hf_ms_per_step']:>10.2f} | "
-              f"{r['jaxrl_compile_seconds']:>15.1f}")
+        print(
+            f"{r['max_new_tokens']:>10} | {r['jaxrl_tokens_per_s']:>11.0f} | "
+            f"{r['hf_tokens_per_s']:>9.0f} | {r['speedup']:>6.1f}x | "
+            f"{r['jaxrl_ms_per_step']:>13.2f} | {r['hf_ms_per_step']:>10.2f} | "
+            f"{r['jaxrl_compile_seconds']:>15.1f}"
+        )
     f, m = report["flatness"], report["memory"]
-    print(f"per-step cost {f['lengths'][1]} vs {f['lengths'][0]}: "
-          f"jaxrl x{f['jaxrl']:.2f}, HF x{f['hf']:.2f} (1.00 = flat)")
-    print(f"peak RSS: jaxrl {m['jaxrl_maxrss_mib']:.0f} MiB, HF {m['hf_maxrss_mib']:.0f} MiB; "
-          f"jax device memory stats: {m['jaxrl_device_memory_stats']}")
+    print(
+        f"per-step cost {f['lengths'][1]} vs {f['lengths'][0]}: "
+        f"jaxrl x{f['jaxrl']:.2f}, HF x{f['hf']:.2f} (1.00 = flat)"
+    )
+    print(
+        f"peak RSS: jaxrl {m['jaxrl_maxrss_mib']:.0f} MiB, HF {m['hf_maxrss_mib']:.0f} MiB "
+        f"(after setup: jaxrl {m['jaxrl_maxrss_after_setup_mib']:.0f}, "
+        f"HF {m['hf_maxrss_after_setup_mib']:.0f}); "
+        f"jax device memory stats: {m['jaxrl_device_memory_stats']}"
+    )
+    for r in report["results"]:
+        x = r["jaxrl_memory"]
+        print(
+            f"  {r['max_new_tokens']} new tokens: XLA temp {x['xla_temp_mib']:.0f} MiB "
+            f"(KV cache {x['kv_cache_mib']:.0f} MiB), args {x['xla_argument_mib']:.0f} MiB; "
+            f"decode windows {x['decode_windows']}"
+        )
+    print(
+        f"load average: start {report['machine']['load_average_at_start']}, "
+        f"end {report['machine']['load_average_at_end']}"
+    )
 
 
 def main() -> None:
