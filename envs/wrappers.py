@@ -201,9 +201,7 @@ class Wrapper(Environment):
         return f"{type(self).__name__}({self._env!r})"
 
     # Public API -----------------------------------------------------------------
-    def reset(
-        self, key: jax.Array, params: Any = None, options: Options = None
-    ) -> tuple[Any, Any]:
+    def reset(self, key: jax.Array, params: Any = None, options: Options = None) -> tuple[Any, Any]:
         """Starts a new episode: `(obs, state)`; `options` are passed down the stack."""
         params = self.default_params if params is None else params
         return self.wrapped_reset(key, params, options)

@@ -90,9 +90,7 @@ class GymnaxEnvironment(Environment):
 
 def _observation_dtype(gymnax_env: Any) -> Any:
     """The dtype of the observation gymnax's `reset_env` returns (None if not an array)."""
-    shapes = jax.eval_shape(
-        gymnax_env.reset_env, jax.random.key(0), gymnax_env.default_params
-    )
+    shapes = jax.eval_shape(gymnax_env.reset_env, jax.random.key(0), gymnax_env.default_params)
     obs = shapes[0]
     return getattr(obs, "dtype", None)
 

@@ -116,8 +116,11 @@ class CharTokenizer:
 
     def decode(self, ids: Sequence[int], *, skip_special_tokens: bool = True) -> str:
         """Text of ``ids``; special tokens are dropped, or spelled out if not skipped."""
-        special = {self.pad_id: self.pad_token, self.bos_id: self.bos_token,
-                   self.eos_id: self.eos_token}
+        special = {
+            self.pad_id: self.pad_token,
+            self.bos_id: self.bos_token,
+            self.eos_id: self.eos_token,
+        }
         out = []
         for i in ids:
             i = int(i)
@@ -282,9 +285,9 @@ def load_tokenizer(path: str | os.PathLike[str]) -> HFTokenizer:
 
 def _encode_all(tokenizer: Tokenizer, texts: Sequence[str]) -> list[list[int]]:
     batch = getattr(tokenizer, "encode_batch", None)
-    return [list(x) for x in batch(texts)] if callable(batch) else [
-        tokenizer.encode(t) for t in texts
-    ]
+    return (
+        [list(x) for x in batch(texts)] if callable(batch) else [tokenizer.encode(t) for t in texts]
+    )
 
 
 def encode_batch_left_padded(
@@ -309,14 +312,12 @@ def encode_batch_left_padded(
     mask = np.zeros((len(encoded), length), dtype=bool)
     for row, ids in enumerate(encoded):
         if ids:
-            tokens[row, length - len(ids):] = ids
-            mask[row, length - len(ids):] = True
+            tokens[row, length - len(ids) :] = ids
+            mask[row, length - len(ids) :] = True
     return tokens, mask
 
 
-def decode_completions(
-    tokenizer: Tokenizer, tokens: Any, mask: Any | None = None
-) -> list[str]:
+def decode_completions(tokenizer: Tokenizer, tokens: Any, mask: Any | None = None) -> list[str]:
     """Decode completion rows, keeping only positions where ``mask`` is True.
 
     ``mask`` is typically ``SampleOutput.completion_mask`` (which includes the

@@ -597,4 +597,3 @@ def test_random_policy_return_matches_reference(name: str, ref_episodes: int, ma
         gap = abs(ours.mean() - theirs.mean())
         print(f"\n{name} {what}: ours {ours.mean():.3f} ref {theirs.mean():.3f} (se {se:.3f})")
         assert gap <= 4 * se + 1e-6, (name, what, ours.mean(), theirs.mean(), se)
-

@@ -386,7 +386,7 @@ def test_time_limit_truncates_at_the_smaller_limit(limit, inner_limit, expected)
     ends = np.flatnonzero(np.asarray(truncated)) + 1
     np.testing.assert_array_equal(ends, expected * np.arange(1, 4))
     assert not np.asarray(terminated).any()
-    np.testing.assert_array_equal(state.steps[: expected], list(range(1, expected)) + [0])
+    np.testing.assert_array_equal(state.steps[:expected], list(range(1, expected)) + [0])
     # The final observation is the true last one (x0 moved 0.5 per step); obs is the new episode's.
     t = expected - 1
     assert float(info["final_observation"][t, 0]) == pytest.approx(float(first[0]) + 0.5 * expected)
