@@ -252,8 +252,8 @@ def run_profile(args: argparse.Namespace) -> dict[str, Any]:
                 for name, v in res["variants"].items():
                     print(
                         f"  {res['lib']:<6} {name:<16} seeds={seeds:<3} "
-                        f"update {v['update_ms']:8.1f} ms "
-                        f"(cpu {v['update_cpu_ms']:7.1f})  rollout {v['rollout_ms']:7.1f} ms "
+                        f"update {v['update_ms']:8.2f} ms (min {v['update_min_ms']:7.2f}, "
+                        f"cpu {v['update_cpu_ms']:7.2f})  rollout {v['rollout_ms']:7.2f} ms "
                         f"(cpu {v['rollout_cpu_ms']:6.1f})  hlo instr update/rollout "
                         f"{v['update_hlo']['hlo_instructions']}/{v['rollout_hlo']['hlo_instructions']}",
                         flush=True,
