@@ -198,7 +198,7 @@ def train(algorithm: str, config: Any, run: RunConfig) -> TrainResult:
 
     metrics_sharding = mesh_lib.replicated(mesh)
 
-    update_fn = jax.vmap(algo.update)
+    update_fn = _agents_update(algo, num_agents)
 
     state_spec = jax.tree.map(
         lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), state
@@ -325,6 +325,21 @@ def init_agents(algo: Any, keys: jax.Array, hparams: Any) -> Any:
     a single seed.
     """
     return jax.lax.map(lambda args: algo.init(*args), (keys, hparams))
+
+
+def _agents_update(algo: Any, num_agents: int):
+    """`update` over the leading agent axis: `vmap` for several agents, a plain call
+    for one. On CPU, XLA's kernels for batched matmuls with a batch of one are
+    slower than the plain ones (measured 1.4x per update for PPO), so a single
+    agent's axis is dropped inside the program and restored around it."""
+    if num_agents > 1:
+        return jax.vmap(algo.update)
+
+    def single(state):
+        state, metrics = algo.update(jax.tree.map(lambda x: x[0], state))
+        return jax.tree.map(lambda x: x[None], (state, metrics))
+
+    return single
 
 
 def _host_transfer_fns(mesh, shardings):
