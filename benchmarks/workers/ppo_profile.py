@@ -98,20 +98,23 @@ def run_jaxrl(args: dict) -> dict:
     import jaxrl  # noqa: F401
     from jaxrl.algorithms.ppo import train as ppo_train
     from jaxrl.algorithms.ppo.config import PPOConfig
+    from jaxrl.training.driver import _agents_update
 
     seeds = int(args.get("seeds", 64))
     iters = int(args.get("iters", 20))
     config = PPOConfig(env="CartPole-v1")
-    results = {}
-    variant = "base"
     algo = ppo_train.make(config)
     keys = jax.random.split(jax.random.key(0), seeds)
     hparams = jax.tree.map(lambda *xs: jnp.stack(xs), *[algo.hyperparams() for _ in range(seeds)])
     state = jax.jit(jax.vmap(algo.init))(keys, hparams)
-    update = jax.vmap(algo.update)
+    update = _agents_update(algo, seeds)  # what the driver runs (unbatched for one seed)
     rollout = jax.vmap(lambda s: algo._rollout(s)[:2])  # keep the transitions live
-    results[variant] = profile(update, rollout, state, iters)
-    return {"lib": "jaxrl", "seeds": seeds, "jax_version": jax.__version__, "variants": results}
+    return {
+        "lib": "jaxrl",
+        "seeds": seeds,
+        "jax_version": jax.__version__,
+        "variants": {"base": profile(update, rollout, state, iters)},
+    }
 
 
 def run_rejax(args: dict) -> dict:

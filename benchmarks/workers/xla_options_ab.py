@@ -3,7 +3,7 @@
     python benchmarks/workers/xla_options_ab.py SEEDS ROUNDS K [OPTION_SET ...]
     python benchmarks/workers/xla_options_ab.py 1 25 16       # every option set below
 
-Compiles the driver's program (a `lax.scan` of K vmapped PPO updates,
+Compiles the driver's program (a `lax.scan` of K PPO updates over the agents,
 PureJaxRL's CartPole config) once per option set, then times the programs
 alternately, ROUNDS times each, and prints per-update wall (min, median) and
 CPU (min, median) milliseconds. The minimum is the least load-sensitive
@@ -22,6 +22,7 @@ import numpy as np
 
 from jaxrl.algorithms.ppo import train as ppo
 from jaxrl.algorithms.ppo.config import PPOConfig
+from jaxrl.training.driver import _agents_update
 
 OPTION_SETS = {
     "default": {},
@@ -37,7 +38,7 @@ def main(seeds: int, rounds: int, k: int, names: list[str]) -> None:
     keys = jax.random.split(jax.random.key(0), seeds)
     hparams = jax.tree.map(lambda *xs: jnp.stack(xs), *[algo.hyperparams() for _ in range(seeds)])
     state0 = jax.jit(jax.vmap(algo.init))(keys, hparams)
-    update = jax.vmap(algo.update)
+    update = _agents_update(algo, seeds)  # what the driver runs (unbatched for one seed)
 
     def chunk(state):
         return jax.lax.scan(lambda s, _: update(s), state, None, length=k)

@@ -371,9 +371,7 @@ def _chunk_length(run: RunConfig, steps_per_update: int, num_updates: int) -> in
     second program. Boundaries depend only on the config, so a resumed run
     executes exactly the same programs as an uninterrupted one.
     """
-    ckpt = None
-    if run.checkpoint_every is not None:
-        ckpt = max(1, run.checkpoint_every // steps_per_update)
+    ckpt = _checkpoint_interval(run, steps_per_update)
     if run.log_every is not None:
         chunk = max(1, run.log_every // steps_per_update)
         return min(math.gcd(chunk, ckpt) if ckpt else chunk, num_updates)
@@ -392,9 +390,15 @@ def _should_checkpoint(
 ) -> bool:
     if update >= num_updates:
         return True
+    ckpt = _checkpoint_interval(run, steps_per_update)
+    return ckpt is not None and update % ckpt == 0
+
+
+def _checkpoint_interval(run: RunConfig, steps_per_update: int) -> int | None:
+    """Updates between checkpoints (None: only at the end)."""
     if run.checkpoint_every is None:
-        return False
-    return update % max(1, run.checkpoint_every // steps_per_update) == 0
+        return None
+    return max(1, run.checkpoint_every // steps_per_update)
 
 
 def _check_finite(metrics: dict[str, np.ndarray], first_update: int, steps_per_update: int) -> None:
