@@ -257,6 +257,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from jaxrl.lm.checkpoint import save_pretrained
 
     load_at_start = os.getloadavg()
+    if load_at_start[0] > (os.cpu_count() or 1):
+        print(
+            f"warning: load average {load_at_start[0]:.1f} on {os.cpu_count()} CPUs; under load"
+            " torch's threads slow down far more than XLA's (10x seen here), so the ratio"
+            " below flatters jaxrl. Compare on a quiet machine.",
+            flush=True,
+        )
     model, params = _build_ours(args.seed)
     prompts = (
         np.random.default_rng(args.seed)

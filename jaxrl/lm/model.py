@@ -119,15 +119,22 @@ def rope_inv_freq(config: ModelConfig) -> np.ndarray:
     return np.where(medium, blended, scaled).astype(np.float32)
 
 
-def apply_rope(x: jax.Array, positions: jax.Array, inv_freq: np.ndarray) -> jax.Array:
-    """Rotate (batch, seq, heads, head_dim) by angle position*inv_freq, HF "rotate_half" layout.
+def rope_cos_sin(positions: jax.Array, inv_freq: np.ndarray) -> tuple[jax.Array, jax.Array]:
+    """cos and sin of the rotary angles position*inv_freq, float32 (batch, seq, 1, head_dim/2).
+
+    Computed once per forward pass and shared by every layer's queries and keys.
+    """
+    angles = positions.astype(jnp.float32)[..., None] * jnp.asarray(inv_freq)  # (b, s, d/2)
+    return jnp.cos(angles)[:, :, None, :], jnp.sin(angles)[:, :, None, :]
+
+
+def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
+    """Rotate (batch, seq, heads, head_dim) by the angles of ``rope_cos_sin``, HF "rotate_half"
+    layout.
 
     Pairs are (x[i], x[i + d/2]): out = x*cos + rotate_half(x)*sin, rotate_half(x) = [-x2, x1].
     Computed in float32 and cast back.
     """
-    angles = positions.astype(jnp.float32)[..., None] * jnp.asarray(inv_freq)  # (b, s, d/2)
-    cos = jnp.cos(angles)[:, :, None, :]
-    sin = jnp.sin(angles)[:, :, None, :]
     x1, x2 = jnp.split(x.astype(jnp.float32), 2, axis=-1)
     out = jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
     return out.astype(x.dtype)
@@ -170,14 +177,15 @@ class Attention(nn.Module):
     (k (batch, kv_heads, head_dim, max_len), v (batch, kv_heads, max_len, head_dim)) plus
     the write `index`; the new keys/values are written at [index, index+seq) and the
     updated pair is returned.
-    `allowed` is the boolean (batch, seq, key_len) visibility matrix.
+    `rope` is the (cos, sin) pair of ``rope_cos_sin`` for this call's positions and
+    `allowed` the boolean (batch, seq, key_len) visibility matrix.
     """
 
     config: ModelConfig
     layer_idx: int
 
     @nn.compact
-    def __call__(self, x, positions, allowed, kv=None, index=None):
+    def __call__(self, x, rope, allowed, kv=None, index=None):
         c = self.config
         b, s, _ = x.shape
         nh, nkv, hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
@@ -187,9 +195,8 @@ class Attention(nn.Module):
         if c.qk_norm:  # Qwen3: RMSNorm over head_dim of each head, before rotary
             q = RMSNorm(c.rms_norm_eps, c.compute_dtype, c.params_dtype, name="q_norm")(q)
             k = RMSNorm(c.rms_norm_eps, c.compute_dtype, c.params_dtype, name="k_norm")(k)
-        inv_freq = rope_inv_freq(c)
-        q = apply_rope(q, positions, inv_freq)
-        k = apply_rope(k, positions, inv_freq)
+        q = apply_rope(q, *rope)
+        k = apply_rope(k, *rope)
 
         # The cache layout (see KVCache): K^T (b, kv, hd, len), V (b, kv, len, hd).
         k, v = k.transpose(0, 2, 3, 1), v.transpose(0, 2, 1, 3)
@@ -246,11 +253,11 @@ class Block(nn.Module):
     layer_idx: int
 
     @nn.compact
-    def __call__(self, x, positions, allowed, kv=None, index=None):
+    def __call__(self, x, rope, allowed, kv=None, index=None):
         c = self.config
         norm = lambda name: RMSNorm(c.rms_norm_eps, c.compute_dtype, c.params_dtype, name=name)
         h, new_kv = Attention(c, self.layer_idx, name="self_attn")(
-            norm("input_layernorm")(x), positions, allowed, kv, index
+            norm("input_layernorm")(x), rope, allowed, kv, index
         )
         x = x + h
         x = x + MLP(c, name="mlp")(norm("post_attention_layernorm")(x))
@@ -336,11 +343,12 @@ class Transformer(nn.Module):
             name="embed_tokens",
         )
         x = embed(tokens).astype(c.compute_dtype)
+        rope = rope_cos_sin(positions, rope_inv_freq(c))
         block_cls = nn.remat(Block) if self.remat else Block
         new_k, new_v = [], []
         for i in range(c.num_hidden_layers):
             kv = None if cache is None else (cache.k[i], cache.v[i])
-            x, kv = block_cls(c, i, name=f"layers_{i}")(x, positions, allowed, kv, index)
+            x, kv = block_cls(c, i, name=f"layers_{i}")(x, rope, allowed, kv, index)
             if kv is not None:
                 new_k.append(kv[0])
                 new_v.append(kv[1])

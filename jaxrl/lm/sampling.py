@@ -111,16 +111,31 @@ def sample_logits(
         return tokens, _gather_logprob(logits, tokens)
     scaled = logits / temperature
     if top_k is None and top_p is None:
-        tokens = jax.random.categorical(key, scaled, axis=-1).astype(jnp.int32)
+        tokens = _categorical(key, scaled)
         return tokens, _gather_logprob(scaled, tokens)
     # Sample in "candidate space": the top-k (or all, sorted) logits, descending.
     k = scaled.shape[-1] if top_k is None else top_k
     cand_logits, cand_ids = lax.top_k(scaled, k)
     if top_p is not None:
         cand_logits = jnp.where(_nucleus_keep(cand_logits, top_p), cand_logits, _NEG_INF)
-    choice = jax.random.categorical(key, cand_logits, axis=-1)
+    choice = _categorical(key, cand_logits)
     tokens = jnp.take_along_axis(cand_ids, choice[..., None], axis=-1)[..., 0].astype(jnp.int32)
     return tokens, _gather_logprob(scaled, tokens)
+
+
+def _categorical(key: jax.Array, logits: jax.Array) -> jax.Array:
+    """``jax.random.categorical(key, logits, axis=-1)``, the same tokens, cheaper on CPU.
+
+    The Gumbel-max draw ``argmax(logits + gumbel)`` as jax does it, with the argmax as a
+    max followed by the first index holding it (NaN counts as the maximum, as in
+    ``jnp.argmax``). XLA's CPU argmax is a variadic (value, index) reduction that does
+    not vectorise; it was 1 ms of a 13 ms decode step at batch 64, vocabulary 1024.
+    """
+    z = jax.random.gumbel(key, logits.shape, logits.dtype) + logits
+    nan = jnp.isnan(z)
+    hit = jnp.where(jnp.any(nan, axis=-1, keepdims=True), nan, z == jnp.max(z, -1, keepdims=True))
+    index = jnp.arange(z.shape[-1], dtype=jnp.int32)
+    return jnp.min(jnp.where(hit, index, z.shape[-1] - 1), axis=-1)
 
 
 def _gather_logprob(logits: jax.Array, tokens: jax.Array) -> jax.Array:

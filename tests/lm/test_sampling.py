@@ -154,6 +154,21 @@ def test_sample_logits_greedy_and_logprob_convention():
     np.testing.assert_allclose(lp, ref, rtol=1e-6, atol=1e-6)
 
 
+def test_categorical_draws_the_tokens_jax_random_categorical_draws():
+    """The CPU-friendly Gumbel-max argmax picks exactly jax's tokens, ties and NaN included."""
+    logits = jax.random.normal(jax.random.key(0), (256, 50)) * 3
+    logits = logits.at[:, 7].set(-jnp.inf).at[3].set(-jnp.inf)  # masked token, masked row
+    logits = logits.at[5, 11].set(jnp.nan)  # NaN wins, as in jnp.argmax
+    logits = logits.at[6].set(jnp.inf).at[8, 40:].set(jnp.inf)  # ties at +inf: first index
+    for seed in range(3):
+        key = jax.random.key(seed)
+        ours = jax.jit(sampling._categorical)(key, logits)
+        ref = jax.jit(lambda k, z: jax.random.categorical(k, z, axis=-1))(key, logits)
+        np.testing.assert_array_equal(ours, ref)
+        assert ours.dtype == jnp.int32
+    assert ours[5] == 11 and ours[6] == 0 and ours[8] == 40
+
+
 def _expected_probs(base, temperature=1.0, top_k=None, top_p=None):
     """Reference: temperature, top-k, then nucleus over the renormalised rest."""
     z = np.log(base) / temperature
