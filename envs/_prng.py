@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-__all__ = ["split", "uniform", "bernoulli", "random_bits"]
+__all__ = ["split", "uniform", "bernoulli", "random_bits", "normal", "gumbel"]
 
 _THREEFRY = "threefry2x32"
 # Threefry-2x32 with 20 rounds (Salmon et al. 2011): rotation constants of the
@@ -151,3 +151,17 @@ def bernoulli(key: jax.Array, p: Any = 0.5, shape: tuple[int, ...] | None = None
             return jax.random.bernoulli(key, p, shape)
     shape = np.shape(p) if shape is None else tuple(shape)
     return uniform(key, shape, jnp.float32) < p
+
+
+def normal(key: jax.Array, shape: tuple[int, ...] = ()) -> jax.Array:
+    """Standard normal float32 draws: `jax.random.normal`'s construction, sqrt(2) *
+    erf_inv(u) with u uniform in (-1, 1), on `uniform`'s numbers (original layout)."""
+    low = np.nextafter(np.float32(-1.0), np.float32(0.0))
+    return np.float32(np.sqrt(2.0)) * lax.erf_inv(uniform(key, shape, jnp.float32, low, 1.0))
+
+
+def gumbel(key: jax.Array, shape: tuple[int, ...] = ()) -> jax.Array:
+    """Standard Gumbel float32 draws, -log(-log(u)) with u uniform in [tiny, 1) on
+    `uniform`'s numbers (the classic construction; not bit-equal to `jax.random.gumbel`)."""
+    tiny = np.float32(np.finfo(np.float32).tiny)
+    return -jnp.log(-jnp.log(uniform(key, shape, jnp.float32, tiny, 1.0)))

@@ -1,8 +1,9 @@
 """The environments' straight-line Threefry draws equal `jax.random`'s, bit for bit.
 
-`split` equals `jax.random.split`; `uniform` and `bernoulli` equal their
+`split` equals `jax.random.split`; `uniform`, `bernoulli` and `normal` equal their
 `jax.random` namesakes in JAX's original (non-partitionable) Threefry layout,
-whatever the global flag says.
+whatever the global flag says. `gumbel` (used for categorical sampling) is checked
+against the Gumbel distribution's moments and quantiles.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ def _same(a: jax.Array, b: jax.Array) -> None:
         assert jnp.issubdtype(b.dtype, jax.dtypes.prng_key)
         a, b = jax.random.key_data(a), jax.random.key_data(b)
     assert a.dtype == b.dtype and a.shape == b.shape
-    np.testing.assert_array_equal(np.asarray(a).view(np.uint8), np.asarray(b).view(np.uint8))
+    np.testing.assert_array_equal(
+        np.asarray(a).reshape(-1).view(np.uint8), np.asarray(b).reshape(-1).view(np.uint8)
+    )
 
 
 @pytest.mark.parametrize("kind", sorted(KEYS))
@@ -76,6 +79,28 @@ def test_bernoulli_matches_jax(p: float) -> None:
         _same(ours_traced, ref(keys, jnp.float32(p)))
 
 
+@pytest.mark.parametrize("kind", sorted(KEYS))
+@pytest.mark.parametrize("shape", [(), (5,), (3, 4)])
+def test_normal_matches_jax(kind: str, shape: tuple) -> None:
+    key = KEYS[kind](11)
+    with jax.threefry_partitionable(False):
+        ref = jax.random.normal(key, shape)
+    _same(jax.jit(lambda k: _prng.normal(k, shape))(key), ref)
+
+
+def test_gumbel_is_standard_gumbel() -> None:
+    draws = np.asarray(jax.jit(lambda k: _prng.gumbel(k, (200_000,)))(jax.random.key(5)))
+    assert np.all(np.isfinite(draws))
+    euler_gamma = 0.5772156649
+    assert abs(draws.mean() - euler_gamma) < 0.01
+    assert abs(draws.var() - np.pi**2 / 6) < 0.02
+    for q in (0.01, 0.25, 0.5, 0.75, 0.99):  # CDF exp(-exp(-x))
+        x = -np.log(-np.log(q))
+        density = np.exp(-x - np.exp(-x))
+        sd = np.sqrt(q * (1 - q) / draws.size) / density  # sample quantile's std error
+        assert abs(np.quantile(draws, q) - x) < 4 * sd, q
+
+
 def test_split_follows_the_partitionable_flag() -> None:
     key = jax.random.key(7)
     with jax.threefry_partitionable(False):
@@ -91,5 +116,6 @@ def test_other_key_implementations_fall_back() -> None:
 
 def test_straight_line_code_has_no_loop() -> None:
     """The point of the module: no `while` in the compiled draw (jax.random has one on CPU)."""
-    hlo = jax.jit(lambda k: _prng.uniform(_prng.split(k)[1], (4,))).lower(jax.random.key(0))
-    assert "while" not in hlo.as_text()
+    for draw in (_prng.uniform, _prng.normal, _prng.gumbel):
+        hlo = jax.jit(lambda k, draw=draw: draw(_prng.split(k)[1], (4,))).lower(jax.random.key(0))
+        assert "while" not in hlo.as_text()

@@ -21,6 +21,7 @@ from flax import struct
 
 from jaxrl import config as cfg
 from jaxrl import envs
+from jaxrl.envs import _prng
 from jaxrl.returns import bootstrap_truncated_rewards, gae
 from jaxrl.running_stats import RunningStats, normalize, update_stats
 
@@ -128,7 +129,7 @@ class PPO:
         c = self.config
         key, k_params, k_env = jax.random.split(key, 3)
         obs, env_state = jax.vmap(self.env.reset, in_axes=(0, None))(
-            jax.random.split(k_env, c.num_envs), self.env_params
+            _prng.split(k_env, c.num_envs), self.env_params
         )
         done = jnp.zeros((c.num_envs,), jnp.bool_)
         if c.recurrent:
@@ -157,11 +158,16 @@ class PPO:
 
     def _optimizer(self, hp: Any, lr_scale: jax.Array | float) -> optax.GradientTransformation:
         # Built from the (possibly traced, per-seed) hyperparameters each update;
-        # its state structure does not depend on their values.
-        return optax.chain(
-            optax.clip_by_global_norm(hp.max_grad_norm),
-            optax.scale_by_adam(eps=self.config.adam_eps),
-            optax.scale(-hp.lr * lr_scale),
+        # its state structure does not depend on their values. `optax.flatten` runs
+        # clipping and Adam on one vector of all parameters instead of per leaf: for
+        # PPO's small networks the per-leaf kernels, not the arithmetic, were the cost
+        # (about 10% of an update on CPU). Same updates up to float summation order.
+        return optax.flatten(
+            optax.chain(
+                optax.clip_by_global_norm(hp.max_grad_norm),
+                optax.scale_by_adam(eps=self.config.adam_eps),
+                optax.scale(-hp.lr * lr_scale),
+            )
         )
 
     # ------------------------------------------------------------------ acting
@@ -217,7 +223,7 @@ class PPO:
         env_step = jax.vmap(self.env.step, in_axes=(0, 0, 0, None))
 
         def step(state: PPOState, _):
-            key, k_act, k_env = jax.random.split(state.key, 3)
+            key, k_act, k_env = _prng.split(state.key, 3)
             obs_stats = state.obs_stats
             if c.normalize_obs:
                 obs_stats = update_stats(obs_stats, state.obs)
@@ -230,7 +236,7 @@ class PPO:
             action = dist.sample(k_act)
             log_prob = dist.log_prob(action)
             next_obs, env_state, reward, terminated, truncated, info = env_step(
-                jax.random.split(k_env, c.num_envs),
+                _prng.split(k_env, c.num_envs),
                 state.env_state,
                 self.to_env_action(action),
                 self.env_params,
@@ -376,18 +382,21 @@ class PPO:
             updates, opt_state = optimizer.update(grads, opt_state, params)
             return (optax.apply_updates(params, updates), opt_state), stats
 
-        def epoch(carry, key):
+        def epoch(carry, perm):
             params, opt_state = carry
-            minibatches = self._minibatches(key, traj, advantages, returns, start_carry)
+            minibatches = self._minibatches(perm, traj, advantages, returns, start_carry)
             (params, opt_state), stats = jax.lax.scan(
                 minibatch_step, (params, opt_state), minibatches
             )
             return (params, opt_state), stats
 
-        key, k_epochs = jax.random.split(state.key)
-        (params, opt_state), stats = jax.lax.scan(
-            epoch, (state.params, state.opt_state), jax.random.split(k_epochs, c.update_epochs)
+        key, k_epochs = _prng.split(state.key)
+        # Every epoch's shuffle, drawn up front: one batched sort instead of one per epoch.
+        n = c.num_envs if c.recurrent else c.batch_size
+        perms = jax.vmap(jax.random.permutation, in_axes=(0, None))(
+            _prng.split(k_epochs, c.update_epochs), n
         )
+        (params, opt_state), stats = jax.lax.scan(epoch, (state.params, state.opt_state), perms)
         state = state.replace(
             params=params, opt_state=opt_state, key=key, update_step=state.update_step + 1
         )
@@ -396,13 +405,15 @@ class PPO:
         metrics["lr"] = hp.lr * lr_scale
         return state, metrics
 
-    def _minibatches(self, key, traj, advantages, returns, start_carry):
-        """Shuffles the rollout into `num_minibatches` minibatches (leading axis)."""
+    def _minibatches(self, perm, traj, advantages, returns, start_carry):
+        """Shuffles the rollout by `perm` into `num_minibatches` minibatches (leading axis).
+
+        `perm` permutes environments (recurrent: sequences stay intact) or transitions.
+        """
         c = self.config
         m = c.num_minibatches
         if c.recurrent:
             # Keep sequences intact: permute environments, split along the env axis.
-            perm = jax.random.permutation(key, c.num_envs)
 
             def split_env_axis(x, axis):
                 x = jnp.take(x, perm, axis=axis)
@@ -411,7 +422,6 @@ class PPO:
 
             data = jax.tree.map(lambda x: split_env_axis(x, 1), (traj, advantages, returns))
             return (*data, split_env_axis(start_carry, 0))
-        perm = jax.random.permutation(key, c.batch_size)
 
         def flat_shuffle_split(x):
             x = x.reshape((c.batch_size,) + x.shape[2:])
