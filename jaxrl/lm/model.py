@@ -182,7 +182,6 @@ class Attention(nn.Module):
     """
 
     config: ModelConfig
-    layer_idx: int
 
     @nn.compact
     def __call__(self, x, rope, allowed, kv=None, index=None):
@@ -250,13 +249,12 @@ class Block(nn.Module):
     """Pre-norm decoder layer: x += attn(norm(x)); x += mlp(norm(x))."""
 
     config: ModelConfig
-    layer_idx: int
 
     @nn.compact
     def __call__(self, x, rope, allowed, kv=None, index=None):
         c = self.config
         norm = lambda name: RMSNorm(c.rms_norm_eps, c.compute_dtype, c.params_dtype, name=name)
-        h, new_kv = Attention(c, self.layer_idx, name="self_attn")(
+        h, new_kv = Attention(c, name="self_attn")(
             norm("input_layernorm")(x), rope, allowed, kv, index
         )
         x = x + h
@@ -348,7 +346,7 @@ class Transformer(nn.Module):
         new_k, new_v = [], []
         for i in range(c.num_hidden_layers):
             kv = None if cache is None else (cache.k[i], cache.v[i])
-            x, kv = block_cls(c, i, name=f"layers_{i}")(x, rope, allowed, kv, index)
+            x, kv = block_cls(c, name=f"layers_{i}")(x, rope, allowed, kv, index)
             if kv is not None:
                 new_k.append(kv[0])
                 new_v.append(kv[1])

@@ -38,6 +38,7 @@ import numpy as np
 from jax import lax
 
 from jaxrl.lm.model import KVCache, init_cache, lm_head_weight
+from jaxrl.lm.sharding import cache_sharding
 
 __all__ = [
     "SampleOutput",
@@ -277,8 +278,6 @@ def _place_cache(cache: KVCache, config: Any, mesh: jax.sharding.Mesh | None) ->
     """
     if mesh is None:
         return cache
-    from jaxrl.lm.sharding import cache_sharding
-
     rows = cache.mask.shape[0]
     kv = cache_sharding(config, mesh, rows)
     mask_spec = kv.spec[0] if len(kv.spec) else None
