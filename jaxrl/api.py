@@ -1,10 +1,16 @@
-"""The Python API, mirroring the CLI: `jaxrl.train("ppo", env="CartPole-v1", num_seeds=8)`."""
+"""The Python API, mirroring the CLI: `jaxrl.train("ppo", env="CartPole-v1", num_seeds=8)`.
+
+This layer resolves names: an algorithm name to its module (the registry in
+`jaxrl.algorithms`), an environment id to its preset. The driver below it takes
+algorithm objects and knows no names.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import pathlib
 from collections.abc import Mapping, Sequence
+from types import ModuleType
 from typing import Any
 
 from jaxrl import algorithms
@@ -12,7 +18,16 @@ from jaxrl import config as cfg
 from jaxrl.training.driver import RunConfig, TrainResult
 from jaxrl.training.driver import train as _train
 
-_RUN_FIELDS = {f.name for f in dataclasses.fields(RunConfig)}
+# Keyword arguments of `train` that describe how to run, not what is learned (the CLI too).
+RUN_FIELDS = tuple(f.name for f in dataclasses.fields(RunConfig))
+
+DEFAULT_ENV = "CartPole-v1"
+
+
+def uses_env(module: ModuleType) -> bool:
+    """Whether the algorithm trains in an environment (its config has an `env` field);
+    language-model algorithms train on a task instead."""
+    return "env" in {f.name for f in dataclasses.fields(module.Config)}
 
 
 def make_config(
@@ -24,10 +39,18 @@ def make_config(
     """The algorithm's config: preset for `env`, then `config_file`, then `overrides`."""
     module = algorithms.get(algorithm)
     file_values = cfg.load_file(config_file) if config_file else {}
-    env = env or file_values.pop("env", None) or "CartPole-v1"
-    file_values.pop("env", None)
-    _check_env(env)
-    config = module.default_config(env)
+    if uses_env(module):
+        env = env or file_values.pop("env", None) or DEFAULT_ENV
+        file_values.pop("env", None)
+        _check_env(env)
+        config = module.default_config(env)
+    else:
+        if env is not None:
+            raise cfg.ConfigError(
+                f"invalid env={env!r}: {algorithm} trains on a task, not an environment "
+                "(see its --task)"
+            )
+        config = module.default_config()
     config = cfg.replace(config, **file_values)
     return cfg.replace(config, **overrides).validate()
 
@@ -50,24 +73,34 @@ def train(
     *,
     config_file: str | pathlib.Path | None = None,
     sweep: Mapping[str, Sequence[float]] | Sequence[str] | None = None,
+    init_params: Any = None,
     **kwargs: Any,
 ) -> TrainResult:
-    """Trains `algorithm` on `env`; returns a `TrainResult` (state, metrics, summary).
+    """Trains `algorithm` on `env` (or its task); returns a `TrainResult`.
 
-    Keyword arguments are either run options (`num_seeds`, `seed`, `run_dir`,
-    `checkpoint_every`, `resume`, `log_every`, `num_devices`, `progress`,
-    `tensorboard`, `keep_checkpoints`) or algorithm hyperparameters
-    (e.g. `total_steps`, `lr`, `num_envs`). `sweep` is a grid over sweepable
-    hyperparameters, trained vmapped in one program, e.g.
-    `sweep={"lr": [1e-3, 3e-4], "ent_coef": [0.0, 0.01]}`.
+    Keyword arguments are either run options (`RUN_FIELDS`: `num_seeds`, `seed`,
+    `run_dir`, `checkpoint_every`, `checkpoint_minutes`, `resume`, `fresh`,
+    `log_every`, `num_devices`, `progress`, `tensorboard`, `keep_checkpoints`) or
+    the algorithm's hyperparameters (e.g. `total_steps`, `lr`, `num_envs`). `sweep`
+    is a grid over sweepable hyperparameters, trained vmapped in one program,
+    e.g. `sweep={"lr": [1e-3, 3e-4], "ent_coef": [0.0, 0.01]}`; a swept
+    hyperparameter may not also be given as a keyword. `init_params` warm-starts
+    every agent from given parameters.
 
     Example:
         >>> result = jaxrl.train("ppo", env="CartPole-v1", num_seeds=8)
         >>> result.summary["final_return_mean"]
     """
-    run_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in _RUN_FIELDS}
+    run_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in RUN_FIELDS}
     run_kwargs["sweep"] = cfg.parse_sweep(sweep)
-    if "run_dir" in run_kwargs and run_kwargs["run_dir"] is not None:
+    both = sorted(set(run_kwargs["sweep"]) & set(kwargs))
+    if both:
+        raise cfg.ConfigError(
+            f"invalid sweep: {both} also given as a single value ({both[0]}="
+            f"{kwargs[both[0]]!r}); give each hyperparameter either as a sweep or as a value"
+        )
+    if run_kwargs.get("run_dir") is not None:
         run_kwargs["run_dir"] = str(run_kwargs["run_dir"])
-    config = make_config(algorithm, env, config_file, **kwargs)
-    return _train(algorithm, config, RunConfig(**run_kwargs))
+    module = algorithms.get(algorithm)
+    algo = module.make(make_config(algorithm, env, config_file, **kwargs))
+    return _train(algo, RunConfig(**run_kwargs), init_params=init_params)

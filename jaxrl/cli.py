@@ -2,8 +2,13 @@
 
 jaxrl envs                               list and smoke-step every environment
 jaxrl train ppo --env CartPole-v1 ...    train (every hyperparameter is a flag)
+jaxrl train sft --task addition          train a language model
 jaxrl eval RUN_DIR                       evaluate a run's latest checkpoint
-jaxrl plot RUN_DIR... -o curves.png      learning curves, mean and spread over seeds
+jaxrl plot RUN_DIR...                    learning curves, mean and spread over seeds
+
+Expected errors (a bad flag, a missing file or optional dependency) print one
+`jaxrl: error: ...` line and exit with status 2; anything unexpected prints one
+line too, and its traceback with --debug (or JAXRL_DEBUG=1).
 """
 
 from __future__ import annotations
@@ -11,10 +16,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import pathlib
 import sys
 import time
+import traceback
 import typing
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,25 +31,63 @@ from jaxrl import config as cfg
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv or os.environ.get("JAXRL_DEBUG") == "1"
+    argv = [a for a in argv if a != "--debug"]
+    _one_line_warnings()
+    parser = _build_parser(argv)
     args = parser.parse_args(argv)
     if not hasattr(args, "handler"):
         parser.print_help()
         return 2
     try:
         return args.handler(args)
-    except (cfg.ConfigError, FileNotFoundError) as err:  # usage errors: no traceback
+    except (cfg.ConfigError, FileNotFoundError, ImportError) as err:  # usage: one line
+        if debug:
+            traceback.print_exc()
         print(f"jaxrl: error: {err}", file=sys.stderr)
         return 2
     except FloatingPointError as err:  # NaNLossError: the run diverged; checkpoints are kept
         print(f"jaxrl: training stopped: {err}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # a second Ctrl-C: stopped at once, nothing saved
+        print("jaxrl: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:
+        from jaxrl.training.driver import TrainingInterrupted
+
+        if isinstance(err, TrainingInterrupted):
+            print(f"jaxrl: {err}", file=sys.stderr)
+            return 128 + err.signum
+        if debug:
+            traceback.print_exc()
+        print(
+            f"jaxrl: unexpected error: {type(err).__name__}: {err} "
+            "(run with --debug for the traceback)",
+            file=sys.stderr,
+        )
+        return 1
 
 
-def _build_parser() -> argparse.ArgumentParser:
+def _one_line_warnings() -> None:
+    """Warnings from jaxrl (a skipped damaged checkpoint, a replicated state) print as
+    one `jaxrl: warning: ...` line; other libraries' warnings keep their format."""
+    default = warnings.formatwarning
+
+    def format_warning(message, category, filename, lineno, line=None):
+        if category.__module__.startswith("jaxrl") or "/jaxrl/" in filename:
+            return f"jaxrl: warning: {message}\n"
+        return default(message, category, filename, lineno, line)
+
+    warnings.formatwarning = format_warning
+
+
+def _build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The parser; `jaxrl train ALGO [--env ENV]` gets ALGO's flags with ENV's preset."""
     parser = argparse.ArgumentParser(
         prog="jaxrl", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--debug", action="store_true", help="print tracebacks of errors")
     sub = parser.add_subparsers(title="commands")
 
     p_envs = sub.add_parser("envs", help="list and smoke-step every registered environment")
@@ -51,12 +97,14 @@ def _build_parser() -> argparse.ArgumentParser:
     p_train = sub.add_parser("train", help="train an agent", argument_default=argparse.SUPPRESS)
     p_train.add_argument("algorithm", choices=algorithms.names())
     _add_run_flags(p_train)
-    _add_config_flags(p_train)
+    algorithm, env = _train_target(argv)
+    if algorithm is not None:
+        _add_config_flags(p_train, algorithm, env)
     p_train.set_defaults(handler=_cmd_train)
 
     p_eval = sub.add_parser("eval", help="evaluate the latest checkpoint of a run")
     p_eval.add_argument("run_dir")
-    p_eval.add_argument("--episodes", type=int, default=10)
+    p_eval.add_argument("--episodes", type=int, default=10, help="episodes per agent")
     p_eval.add_argument("--seed", type=int, default=0)
     p_eval.add_argument(
         "--stochastic", action="store_true", help="sample actions instead of the mode"
@@ -65,10 +113,31 @@ def _build_parser() -> argparse.ArgumentParser:
 
     p_plot = sub.add_parser("plot", help="plot learning curves of one or more runs")
     p_plot.add_argument("run_dirs", nargs="+")
-    p_plot.add_argument("-o", "--output", default="curves.png")
+    p_plot.add_argument(
+        "-o", "--output", help="image file (default: curves.png in the first run directory)"
+    )
     p_plot.add_argument("--metric", default="episode_return")
+    p_plot.add_argument("--force", action="store_true", help="overwrite an existing --output")
     p_plot.set_defaults(handler=_cmd_plot)
     return parser
+
+
+def _train_target(argv: Sequence[str]) -> tuple[str | None, str | None]:
+    """`(algorithm, env)` of a `jaxrl train` command line, before full parsing."""
+    args = list(argv)
+    if "train" not in args:
+        return None, None
+    rest = args[args.index("train") + 1 :]
+    algorithm = next((a for a in rest if not a.startswith("-")), None)
+    if algorithm not in algorithms.names():
+        return None, None
+    env = None
+    for i, a in enumerate(rest):
+        if a == "--env" and i + 1 < len(rest):
+            env = rest[i + 1]
+        elif a.startswith("--env="):
+            env = a.split("=", 1)[1]
+    return algorithm, env
 
 
 def _flag(name: str) -> str:
@@ -79,10 +148,12 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("run")
     g.add_argument("--env", help="environment id (see `jaxrl envs`)")
     g.add_argument(
-        "--config", dest="config_file", help="config file (.toml/.json/.yaml) of hyperparameters"
+        "--config",
+        dest="config_file",
+        help="file of hyperparameters (.toml/.json/.yaml; see examples/)",
     )
     g.add_argument("--num-seeds", type=int, help="independent agents trained in one program (vmap)")
-    g.add_argument("--seed", type=int)
+    g.add_argument("--seed", type=int, help="base seed (agent i uses fold_in(seed, i))")
     g.add_argument(
         "--sweep",
         nargs="+",
@@ -90,13 +161,22 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
         help="grid over sweepable hyperparameters, trained vmapped, e.g. lr=1e-3,3e-4",
     )
     g.add_argument("--run-dir", help="output directory (default: runs/<algorithm>-<env>-<time>)")
+    g.add_argument("--checkpoint-every", type=int, help="also checkpoint every N steps per agent")
     g.add_argument(
-        "--checkpoint-every", type=int, help="checkpoint every N environment steps per agent"
+        "--checkpoint-minutes",
+        type=_parse_minutes,
+        metavar="MINUTES",
+        help="checkpoint after this much wall clock since the last one (default 10; 'none')",
     )
-    g.add_argument("--keep-checkpoints", type=int)
+    g.add_argument("--keep-checkpoints", type=int, help="how many recent checkpoints to keep")
     g.add_argument("--resume", action="store_true", help="continue the run in --run-dir")
-    g.add_argument("--log-every", type=int, help="log every N environment steps per agent")
-    g.add_argument("--num-devices", type=int, help="devices of the data mesh (default: all)")
+    g.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start over in a --run-dir that holds a run (replaces its checkpoints)",
+    )
+    g.add_argument("--log-every", type=int, help="log every N steps per agent")
+    g.add_argument("--num-devices", type=int, help="devices of the mesh (default: all)")
     g.add_argument("--no-progress", dest="progress", action="store_false")
     g.add_argument("--tensorboard", action="store_true", help="also write TensorBoard events")
     g.add_argument("--coordinator", help="multi-host: coordinator address host:port")
@@ -104,37 +184,45 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--process-id", type=int, help="multi-host: this process's index")
 
 
-def _add_config_flags(p: argparse.ArgumentParser) -> None:
-    """One flag per field of every algorithm's config (validated per algorithm later)."""
-    g = p.add_argument_group("hyperparameters (defaults: the preset for --env)")
-    seen: set[str] = {"env"}
-    for name in algorithms.names():
-        config_cls = algorithms.get(name).Config
-        hints = typing.get_type_hints(config_cls)
-        for field in dataclasses.fields(config_cls):
-            if field.name in seen:
-                continue
-            seen.add(field.name)
-            hint = hints[field.name]
-            default = field.default if field.default is not dataclasses.MISSING else None
-            if hint is bool:
-                g.add_argument(
-                    _flag(field.name),
-                    dest=field.name,
-                    type=_parse_bool,
-                    nargs="?",
-                    const=True,
-                    metavar="BOOL",
-                    help=f"(default {default})",
-                )
-            else:
-                g.add_argument(
-                    _flag(field.name),
-                    dest=field.name,
-                    type=str,
-                    metavar=_metavar(hint),
-                    help=f"(default {default})",
-                )
+def _add_config_flags(p: argparse.ArgumentParser, algorithm: str, env: str | None) -> None:
+    """One flag per field of the algorithm's config; the help shows the preset for `env`
+    (or the algorithm's defaults) and the field's docstring."""
+    from jaxrl import api
+
+    module = algorithms.get(algorithm)
+    config_cls = module.Config
+    try:
+        preset = (
+            api.make_config(algorithm, env) if api.uses_env(module) else module.default_config()
+        )
+        heading = f"hyperparameters (defaults: the preset for --env {preset.env})"
+    except cfg.ConfigError:  # a bad --env is reported when training starts
+        preset, heading = config_cls(), "hyperparameters (defaults)"
+    if not api.uses_env(module):
+        heading = "hyperparameters (defaults)"
+    g = p.add_argument_group(heading)
+    docs = cfg.field_docs(config_cls)
+    hints = typing.get_type_hints(config_cls)
+    for field in dataclasses.fields(config_cls):
+        if field.name == "env":
+            continue
+        hint, default = hints[field.name], getattr(preset, field.name)
+        shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
+        text = f"{docs.get(field.name, '')} (default {shown})".strip()
+        if hint is bool:
+            g.add_argument(
+                _flag(field.name),
+                dest=field.name,
+                type=_parse_bool,
+                nargs="?",
+                const=True,
+                metavar="BOOL",
+                help=text,
+            )
+        else:
+            g.add_argument(
+                _flag(field.name), dest=field.name, type=str, metavar=_metavar(hint), help=text
+            )
 
 
 def _metavar(hint: Any) -> str:
@@ -148,25 +236,19 @@ def _parse_bool(value: str) -> bool:
     return bool(cfg.coerce("flag", value, bool))
 
 
-_RUN_KEYS = (
-    "num_seeds",
-    "seed",
-    "run_dir",
-    "checkpoint_every",
-    "keep_checkpoints",
-    "resume",
-    "log_every",
-    "num_devices",
-    "progress",
-    "tensorboard",
-)
+def _parse_minutes(value: str) -> float | None:
+    return (
+        None if value.lower() == "none" else float(cfg.coerce("checkpoint_minutes", value, float))
+    )
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    from jaxrl import api
     from jaxrl.training import mesh
 
     values = vars(args).copy()
     values.pop("handler")
+    values.pop("debug", None)
     algorithm = values.pop("algorithm")
     mesh.initialize_distributed(
         values.pop("coordinator", None),
@@ -175,12 +257,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
     )
     import jaxrl
 
-    run_kwargs = {k: values.pop(k) for k in _RUN_KEYS if k in values}
+    sweep = values.pop("sweep", None)
+    run_kwargs = {k: values.pop(k) for k in api.RUN_FIELDS if k in values}
     env = values.pop("env", None)
     config_file = values.pop("config_file", None)
-    sweep = values.pop("sweep", None)
-    if run_kwargs.get("resume") and "run_dir" not in run_kwargs:
-        raise cfg.ConfigError("invalid --resume: needs --run-dir of the run to continue")
+    if (run_kwargs.get("resume") or run_kwargs.get("fresh")) and "run_dir" not in run_kwargs:
+        flag = "--resume" if run_kwargs.get("resume") else "--fresh"
+        raise cfg.ConfigError(f"invalid {flag}: needs --run-dir of the run")
     if "run_dir" not in run_kwargs:
         import jax
 
@@ -190,37 +273,43 @@ def _cmd_train(args: argparse.Namespace) -> int:
                 "by all processes"
             )
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        run_kwargs["run_dir"] = str(
-            pathlib.Path("runs") / f"{algorithm}-{env or 'CartPole-v1'}-{stamp}"
-        )
+        target = env or values.get("task") or api.DEFAULT_ENV
+        name = str(target).replace(":", "-").replace("/", "-")
+        run_kwargs["run_dir"] = str(pathlib.Path("runs") / f"{algorithm}-{name}-{stamp}")
     if run_kwargs.get("resume"):
         saved = _saved_config(run_kwargs["run_dir"])
         # Resuming: the saved config is the default; explicit flags must agree with it.
-        env = env or saved["config"]["env"]
-        values = {**{k: v for k, v in saved["config"].items() if k != "env"}, **values}
-        for key in ("num_seeds", "seed", "checkpoint_every", "keep_checkpoints", "log_every"):
+        if "env" in saved["config"]:
+            env = env or saved["config"]["env"]
+        for key in ("num_seeds", "seed", "checkpoint_every", "log_every"):
             run_kwargs.setdefault(key, saved["run"][key])
-        sweep = sweep or [f"{k}={','.join(map(str, v))}" for k, v in saved["run"]["sweep"].items()]
+        sweep = saved["run"]["sweep"] if sweep is None else sweep
+        swept = set(cfg.parse_sweep(sweep))  # their saved single values are not flags
+        defaults = {k: v for k, v in saved["config"].items() if k != "env" and k not in swept}
+        values = {**defaults, **values}
     result = jaxrl.train(
         algorithm, env, config_file=config_file, sweep=sweep, **run_kwargs, **values
     )
-    summary = result.summary
-    print(
-        json.dumps(
-            {
-                k: summary[k]
-                for k in (
-                    "final_return_mean",
-                    "final_return_std",
-                    "steps_per_second",
-                    "compile_seconds",
-                    "wall_seconds",
-                )
-            }
-        )
-    )
+    _print_summary(result.summary)
     print(f"run directory: {result.run_dir}")
     return 0
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    """The headline numbers: one line, plus one per sweep point (mean/std over its seeds)."""
+    keys = (
+        "final_return_mean",
+        "final_return_std",
+        "final_return_agents",
+        "eval_accuracy",
+        "steps_per_second",
+        "tokens_per_second",
+        "compile_seconds",
+        "wall_seconds",
+    )
+    print(json.dumps({k: summary[k] for k in keys if k in summary}))
+    for point in summary.get("sweep", []):
+        print("  sweep point " + json.dumps(point))
 
 
 def _saved_config(run_dir: str) -> dict[str, Any]:
@@ -232,33 +321,65 @@ def _saved_config(run_dir: str) -> dict[str, Any]:
 
 def _cmd_eval(args: argparse.Namespace) -> int:
     import jax
-    import numpy as np
 
-    from jaxrl.evaluation import evaluate, load_run
+    from jaxrl.evaluation import load_run
 
     algo, state, resolved = load_run(args.run_dir)
-    returns = evaluate(
-        algo, state, jax.random.key(args.seed), args.episodes, deterministic=not args.stochastic
-    )
-    per_agent = returns.mean(axis=1)
-    result = {
-        "env": resolved["config"]["env"],
-        "episodes_per_agent": args.episodes,
-        "return_mean": float(per_agent.mean()),
-        "return_std": float(per_agent.std()),
-        "return_per_agent": [float(x) for x in per_agent],
-    }
-    print(json.dumps(result))
-    (pathlib.Path(args.run_dir) / "eval.json").write_text(json.dumps(result, indent=2) + "\n")
-    del np
+    result = algo.evaluate(state, jax.random.key(args.seed), args.episodes)
+    report = _eval_report(result, resolved, args.episodes)
+    print(json.dumps(report))
+    (pathlib.Path(args.run_dir) / "eval.json").write_text(json.dumps(report, indent=2) + "\n")
     return 0
+
+
+def _eval_report(result: dict[str, Any], resolved: dict[str, Any], episodes: int) -> dict:
+    """eval.json: per agent and, with a sweep, per sweep point (mean/std over its seeds).
+
+    `result` comes from `algo.evaluate`: `returns` (agents, episodes) for control
+    algorithms, or per-agent scalars (e.g. `accuracy`) for language models.
+    """
+    import numpy as np
+
+    from jaxrl.training.driver import _mean_std
+
+    if "returns" in result:
+        name, per_agent = "return", np.asarray(result["returns"], np.float64).mean(axis=1)
+    else:
+        name, value = next(iter(result.items()))
+        per_agent = np.asarray(value, np.float64).reshape(-1)
+    target = "env" if "env" in resolved["config"] else "task"
+    report: dict[str, Any] = {
+        target: resolved["config"].get(target),
+        "episodes_per_agent": episodes,
+        **{k.replace("eval", name): v for k, v in _mean_std(per_agent, "eval").items()},
+        f"{name}_per_agent": [float(x) for x in per_agent],
+    }
+    grid = cfg.expand_grid(cfg.parse_sweep(resolved["run"].get("sweep") or {}))
+    if len(grid) > 1:
+        s = resolved["run"]["num_seeds"]
+        report["sweep"] = [
+            {
+                **point,
+                **{
+                    k.replace("eval", name): v
+                    for k, v in _mean_std(per_agent[g * s : (g + 1) * s], "eval").items()
+                },
+            }
+            for g, point in enumerate(grid)
+        ]
+    return report
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
     from jaxrl.plotting import plot_runs
 
-    plot_runs(args.run_dirs, args.output, metric=args.metric)
-    print(f"wrote {args.output}")
+    output = pathlib.Path(args.output or pathlib.Path(args.run_dirs[0]) / "curves.png")
+    if args.output and output.exists() and not args.force:
+        raise cfg.ConfigError(
+            f"invalid --output={str(output)!r}: it exists; pass --force to replace it"
+        )
+    plot_runs(args.run_dirs, str(output), metric=args.metric)
+    print(f"wrote {output}")
     return 0
 
 

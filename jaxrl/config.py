@@ -189,3 +189,34 @@ def is_finite_number(x: Any) -> bool:
 
 
 ValidateFn = Callable[[Any], None]
+
+
+def field_docs(config_cls: type) -> dict[str, str]:
+    """The first line of each field's docstring (a string right after the field), by name.
+
+    Config dataclasses document each field with such a string; the CLI's `--help`
+    reads them from here, so the help text and the code cannot drift apart.
+    """
+    import ast
+    import inspect
+    import textwrap
+
+    docs: dict[str, str] = {}
+    for cls in reversed(config_cls.__mro__):
+        if not dataclasses.is_dataclass(cls):
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+        except (OSError, TypeError):  # no source (e.g. defined in a REPL)
+            continue
+        body = tree.body[0].body
+        for node, nxt in zip(body, body[1:], strict=False):
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and isinstance(nxt, ast.Expr)
+                and isinstance(nxt.value, ast.Constant)
+                and isinstance(nxt.value.value, str)
+            ):
+                docs[node.target.id] = inspect.cleandoc(nxt.value.value).splitlines()[0]
+    return docs

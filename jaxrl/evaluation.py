@@ -1,8 +1,14 @@
-"""Evaluating trained policies and restoring runs from their run directory."""
+"""Evaluating trained policies and restoring runs from their run directory.
+
+`evaluate_episodes` is the default `Algorithm.evaluate` hook for control
+algorithms: fresh environment episodes with the policy's `act`. Algorithms
+without an environment (SFT, GRPO) override `evaluate` with their own measure
+(held-out accuracy). `load_run` rebuilds any run's algorithm from its
+`config.json` (through the registry) and restores its newest checkpoint.
+"""
 
 from __future__ import annotations
 
-import functools
 import json
 import pathlib
 from typing import Any
@@ -13,18 +19,24 @@ import numpy as np
 
 from jaxrl import algorithms
 from jaxrl import config as cfg
+from jaxrl.training import driver
 from jaxrl.training.checkpoint import Checkpointer
-from jaxrl.training.driver import init_agents
+from jaxrl.training.contract import Algorithm
 
 
-def evaluate(
-    algo: Any, state: Any, key: jax.Array, num_episodes: int = 10, deterministic: bool = True
-) -> np.ndarray:
-    """Returns of `num_episodes` fresh episodes per agent, shape (agents, num_episodes).
+def evaluate_episodes(
+    algo: Algorithm,
+    state: Any,
+    key: jax.Array,
+    num_episodes: int = 10,
+    deterministic: bool = True,
+) -> dict[str, Any]:
+    """Per agent, the returns of `num_episodes` fresh episodes: `{"returns": (agents, n)}`.
 
-    `state` is a vmapped training state (leading agent axis). Each episode runs
+    `state` is a stacked training state (leading agent axis). Each episode runs
     in its own environment copy until its first end (termination or time
-    limit); the policy acts greedily unless `deterministic=False`.
+    limit), starting from `algo.eval_carry` (a recurrent policy's initial
+    state); the policy acts greedily unless `deterministic=False`.
     """
     env, env_params = algo.env, algo.env_params
     max_steps = int(env_params.max_steps_in_episode)
@@ -34,20 +46,9 @@ def evaluate(
         obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(
             jax.random.split(k_reset, num_episodes), env_params
         )
-        carry = (
-            jnp.zeros((num_episodes, algo.config.rnn_hidden_size), jnp.float32)
-            if algo.config.recurrent
-            else None
-        )
         zeros = jnp.zeros((num_episodes,), jnp.float32)
-        init = (
-            obs,
-            env_state,
-            carry,
-            jnp.ones((num_episodes,), bool),
-            zeros,
-            jnp.zeros((num_episodes,), bool),
-        )
+        finished = jnp.zeros((num_episodes,), bool)
+        init = (obs, env_state, algo.eval_carry(num_episodes), ~finished, zeros, finished)
 
         def step(c, key):
             obs, env_state, carry, reset, total, finished = c
@@ -65,13 +66,20 @@ def evaluate(
 
     num_agents = jax.tree.leaves(state.params)[0].shape[0]
     keys = jax.random.split(key, num_agents)
-    return np.asarray(jax.jit(jax.vmap(one_agent))(state, keys))
+    return {"returns": np.asarray(jax.jit(jax.vmap(one_agent))(state, keys))}
+
+
+def evaluate(
+    algo: Algorithm, state: Any, key: jax.Array, num_episodes: int = 10, deterministic: bool = True
+) -> np.ndarray:
+    """Episode returns per agent, shape (agents, num_episodes) (control algorithms)."""
+    return evaluate_episodes(algo, state, key, num_episodes, deterministic)["returns"]
 
 
 def load_run(run_dir: str | pathlib.Path) -> tuple[Any, Any, dict[str, Any]]:
     """Rebuilds the algorithm of a run directory and restores its latest checkpoint.
 
-    Returns `(algo, state, resolved_config)`.
+    Returns `(algo, state, resolved_config)`; the state has a leading agent axis.
     """
     run_dir = pathlib.Path(run_dir)
     config_path = run_dir / "config.json"
@@ -79,23 +87,20 @@ def load_run(run_dir: str | pathlib.Path) -> tuple[Any, Any, dict[str, Any]]:
         raise FileNotFoundError(f"{run_dir} is not a jaxrl run directory (no config.json)")
     resolved = json.loads(config_path.read_text())
     module = algorithms.get(resolved["algorithm"])
-    config = cfg.replace(module.Config(), **resolved["config"]).validate()
-    algo = module.make(config)
-    run = resolved["run"]
-    grid = cfg.expand_grid(cfg.parse_sweep(run.get("sweep") or {}))
-    num_agents = len(grid) * run["num_seeds"]
-    keys = jnp.stack([jax.random.key(0)] * num_agents)
-    hparams = jax.tree.map(
-        lambda *xs: jnp.stack(xs),
-        *[algo.hyperparams(**p) for p in grid for _ in range(run["num_seeds"])],
+    algo = module.make(cfg.replace(module.Config(), **resolved["config"]).validate())
+    run = driver.RunConfig(
+        num_seeds=resolved["run"]["num_seeds"],
+        sweep=cfg.parse_sweep(resolved["run"].get("sweep") or {}),
     )
-    target = jax.jit(functools.partial(init_agents, algo))(keys, hparams)
+    agents = driver.make_agents(algo, run)
+    mesh = algo.make_mesh(None)
+    target, _ = driver.initial_state(algo, agents, mesh, algo.load_params())
     # Read-only: the run may still be training (its unfinished save must survive).
     checkpointer = Checkpointer(run_dir / "checkpoints", read_only=True)
     try:
-        restored = checkpointer.restore_latest(target)
+        restored = checkpointer.restore_latest(driver.checkpointed_fields(algo, target))
     finally:
         checkpointer.close()
     if restored is None:
         raise FileNotFoundError(f"{run_dir}: no intact checkpoint to evaluate")
-    return algo, restored[1], resolved
+    return algo, target.replace(**restored[1]), resolved

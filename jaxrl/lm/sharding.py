@@ -65,23 +65,13 @@ _PARAM_AXES: dict[tuple[str, str], tuple[str | None, ...]] = {
 def make_mesh(
     data: int = 1, fsdp: int = -1, tensor: int = 1, devices: Sequence[Any] | None = None
 ) -> Mesh:
-    """Mesh with axes ("data", "fsdp", "tensor"); one size may be -1 (= use the rest)."""
-    devices = list(jax.devices() if devices is None else devices)
-    sizes = [data, fsdp, tensor]
-    if sizes.count(-1) > 1:
-        raise ValueError("at most one mesh axis size may be -1")
-    known = int(np.prod([s for s in sizes if s != -1]))
-    if -1 in sizes:
-        if len(devices) % known:
-            raise ValueError(f"{len(devices)} devices not divisible by {known}")
-        sizes[sizes.index(-1)] = len(devices) // known
-    n = int(np.prod(sizes))
-    if n > len(devices) or min(sizes) < 1:
-        raise ValueError(
-            f"mesh {dict(zip(MESH_AXES, sizes, strict=True))} needs {n} devices, "
-            f"have {len(devices)}"
-        )
-    return Mesh(np.asarray(devices[:n], dtype=object).reshape(sizes), MESH_AXES)
+    """Mesh with axes ("data", "fsdp", "tensor"); one size may be -1 (= use the rest).
+
+    The LM's axis names over `jaxrl.training.mesh.make_mesh`, the one mesh builder.
+    """
+    from jaxrl.training.mesh import make_mesh as make_named_mesh
+
+    return make_named_mesh(dict(zip(MESH_AXES, (data, fsdp, tensor), strict=True)), devices)
 
 
 def logical_axes(path: tuple[str, ...], ndim: int) -> tuple[str | None, ...]:

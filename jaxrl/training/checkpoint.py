@@ -1,9 +1,11 @@
 """Checkpoints of the whole training state with orbax-checkpoint.
 
-Each checkpoint is one orbax step directory holding the full state pytree
-(parameters, optimizer state, environment states, RNG keys, normalisation
-statistics, counters) plus a JSON record with a SHA-256 fingerprint of the
-state's bytes. Orbax writes into a temporary directory and renames it only
+Each checkpoint is one orbax step directory holding a state pytree (the driver
+saves the whole training state except the fields an algorithm declares frozen:
+parameters, optimizer state, environment states, replay buffers, RNG keys,
+normalisation statistics, counters) as the sharded arrays it is made of, with no
+gather to one host, plus a JSON record with the host-side state and a fingerprint
+(`tree_fingerprint`) of what was saved. Orbax writes into a temporary directory and renames it only
 when complete, so a run killed mid-save leaves no half-written step that
 looks finished; a finalised step whose files were damaged fails to restore or
 fails the fingerprint check, and is skipped with a warning in favour of the
@@ -12,34 +14,104 @@ previous one. It is never loaded.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import logging
+import os
 import pathlib
+import sys
+import tempfile
+import time
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 log = logging.getLogger(__name__)
 
 
 def tree_fingerprint(tree: Any) -> str:
-    """SHA-256 (hex) of all leaves' bytes in `jax.tree` order.
+    """A SHA-256 (hex) over every leaf's dtype, shape and two 32-bit checksums of its bits.
 
-    PRNG key arrays are hashed through their raw key data. Used both for
-    checkpoint integrity and for `summary.json`'s `params_fingerprint`.
+    The checksums are computed on the devices that hold the leaf (one small jitted
+    reduction per tree structure), so a sharded state (a replay buffer, an FSDP
+    model, a multi-host run) is never gathered to one host, and only 8 bytes per
+    leaf cross to it. Per leaf, with `b_i` the bits of element `i` as uint32 and
+    `w_i = 2654435761 * i + 1` (odd):
+
+        c1 = sum_i b_i * w_i            (mod 2^32)   any single changed element changes it
+        c2 = sum_i mix(b_i ^ w_i)       (mod 2^32)   mix = murmur3's 32-bit finaliser
+
+    so any change of one element, of element order, of dtype or of shape changes the
+    fingerprint, and other changes do so with probability about 1 - 2^-64. This is
+    what checkpoint integrity and summary.json's `params_fingerprint` (equal for a
+    resumed and an uninterrupted run) need; it is not a cryptographic hash of the
+    bytes. PRNG keys are hashed through their raw key data.
     """
+    leaves = [jax.random.key_data(x) if _is_key(x) else x for x in jax.tree.leaves(tree)]
+    leaves = [x if isinstance(x, jax.Array) else jnp.asarray(x) for x in leaves]
     digest = hashlib.sha256()
-    for leaf in jax.tree.leaves(tree):
-        if isinstance(leaf, jax.Array) and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
-            leaf = jax.random.key_data(leaf)
-        arr = np.asarray(jax.device_get(leaf))
-        digest.update(str(arr.dtype).encode())
-        digest.update(str(arr.shape).encode())
-        digest.update(np.ascontiguousarray(arr).tobytes())
+    if leaves:
+        sums = np.asarray(_checksums_on(_mesh_of(leaves))(leaves))  # (leaves, 2), replicated
+        for leaf, (c1, c2) in zip(leaves, sums, strict=True):
+            digest.update(f"{leaf.dtype}{tuple(leaf.shape)}{int(c1)}:{int(c2)};".encode())
     return digest.hexdigest()
+
+
+def _as_uint32_bits(x: jax.Array) -> jax.Array:
+    """The bits of every element as uint32 (flattened); 8/16-bit types zero-extended."""
+    x = x.reshape(-1)
+    if x.dtype == jnp.bool_:
+        return x.astype(jnp.uint32)
+    width = jnp.dtype(x.dtype).itemsize
+    if width == 4:
+        return jax.lax.bitcast_convert_type(x, jnp.uint32)
+    if width in (1, 2):
+        unsigned = jnp.uint8 if width == 1 else jnp.uint16
+        return jax.lax.bitcast_convert_type(x, unsigned).astype(jnp.uint32)
+    if width == 8:  # two 32-bit words per element
+        return jax.lax.bitcast_convert_type(x, jnp.uint32).reshape(-1)
+    raise TypeError(f"cannot fingerprint dtype {x.dtype}")
+
+
+def _mix32(h: jax.Array) -> jax.Array:
+    """murmur3's fmix32: every input bit affects every output bit."""
+    h = h ^ (h >> 16)
+    h = h * jnp.uint32(0x85EBCA6B)
+    h = h ^ (h >> 13)
+    h = h * jnp.uint32(0xC2B2AE35)
+    return h ^ (h >> 16)
+
+
+def _mesh_of(leaves: list[jax.Array]) -> Mesh | None:
+    for leaf in leaves:
+        if isinstance(leaf.sharding, NamedSharding):
+            return leaf.sharding.mesh
+    return None
+
+
+@functools.lru_cache(maxsize=8)
+def _checksums_on(mesh: Mesh | None):
+    """`_checksums` jitted with a replicated result on `mesh`, so every process of a
+    multi-host run can read it (one compile per mesh and tree structure)."""
+    if mesh is None:
+        return jax.jit(_checksums)
+    return jax.jit(_checksums, out_shardings=NamedSharding(mesh, PartitionSpec()))
+
+
+def _checksums(leaves: list[jax.Array]) -> jax.Array:
+    out = []
+    for leaf in leaves:
+        bits = _as_uint32_bits(leaf)
+        w = jnp.arange(bits.size, dtype=jnp.uint32) * jnp.uint32(2654435761) + jnp.uint32(1)
+        out.append(jnp.stack([jnp.sum(bits * w), jnp.sum(_mix32(bits ^ w))]))
+    return jnp.stack(out)
 
 
 class CorruptCheckpointWarning(UserWarning):
@@ -108,13 +180,14 @@ class Checkpointer:
         """
         for step in reversed(self.steps()):
             try:
-                restored = self._manager.restore(
-                    step,
-                    args=ocp.args.Composite(
-                        state=ocp.args.StandardRestore(_abstract(target)),
-                        meta=ocp.args.JsonRestore(),
-                    ),
-                )
+                with _quiet_failed_reads():
+                    restored = self._manager.restore(
+                        step,
+                        args=ocp.args.Composite(
+                            state=ocp.args.StandardRestore(_abstract(target)),
+                            meta=ocp.args.JsonRestore(),
+                        ),
+                    )
                 state = _from_savable(restored["state"], target)
                 meta = dict(restored["meta"])
                 fingerprint = tree_fingerprint(state)
@@ -124,9 +197,12 @@ class Checkpointer:
                         f"restored {fingerprint})"
                     )
             except Exception as err:  # noqa: BLE001 - any failure means "do not load"
+                reason = str(err).split(" [tensorstore_spec")[0]
+                if len(reason) > 200:
+                    reason = reason[:200] + "..."
                 warnings.warn(
-                    f"skipping damaged checkpoint {self.directory / str(step)}: "
-                    f"{type(err).__name__}: {err}",
+                    f"skipping damaged checkpoint {self.directory / str(step)} "
+                    f"({type(err).__name__}: {reason})",
                     CorruptCheckpointWarning,
                     stacklevel=2,
                 )
@@ -136,6 +212,61 @@ class Checkpointer:
 
     def close(self) -> None:
         self._manager.close()
+
+
+@contextlib.contextmanager
+def _quiet_failed_reads() -> Iterator[None]:
+    """Keeps orbax/tensorstore's noise about a damaged checkpoint off the terminal.
+
+    When one array of a checkpoint fails to read, orbax's `asyncio.run` closes its
+    event loop while tensorstore's other reads are still in flight; each of them
+    then prints an "Event loop is closed" traceback from a native thread, straight
+    to file descriptor 2, and absl logs an ERROR per unreadable metadata file. On
+    failure this waits briefly for those reads to finish, drops exactly that noise
+    and passes anything else through; the caller reports the failure in one line.
+    """
+    absl_logger = logging.getLogger("absl")
+    level = absl_logger.level
+    absl_logger.setLevel(logging.CRITICAL)
+    sys.stderr.flush()
+    saved_fd = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as captured:
+        os.dup2(captured.fileno(), 2)
+        failed = False
+        try:
+            yield
+        except BaseException:
+            failed = True
+            raise
+        finally:
+            if failed:
+                time.sleep(0.5)  # let the in-flight reads report (into `captured`)
+            sys.stderr.flush()
+            os.dup2(saved_fd, 2)
+            os.close(saved_fd)
+            absl_logger.setLevel(level)
+            captured.seek(0)
+            kept = _without_closed_loop_tracebacks(captured.read().decode(errors="replace"))
+            if kept.strip():
+                sys.stderr.write(kept)
+
+
+def _without_closed_loop_tracebacks(text: str) -> str:
+    """Drops whole "Traceback ... RuntimeError: Event loop is closed" blocks (lines of
+    concurrent tracebacks interleave, so every line such a block is made of goes)."""
+    if "Event loop is closed" not in text:
+        return text
+    noise = (
+        "Traceback (most recent call last):",
+        "asyncio/base_events.py",
+        "self._check_closed()",
+        "raise RuntimeError('Event loop is closed')",
+        "RuntimeError: Event loop is closed",
+        "self.call_soon_threadsafe",
+        "loop.call_soon_threadsafe",
+    )
+    lines = text.splitlines(keepends=True)
+    return "".join(line for line in lines if not any(n in line for n in noise) and line.strip())
 
 
 # Orbax stores typed PRNG keys poorly across versions; store their raw data.

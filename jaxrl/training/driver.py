@@ -1,48 +1,57 @@
-"""The training driver: compiles chunks of updates and runs them, logging between.
+"""The training driver: one loop for every algorithm, fused or staged.
 
-Data flow of one run:
+`train(algo, run)` takes an algorithm object (the contract is in `contract.py`)
+and a `RunConfig` (how to run: seeds, sweep, run directory, checkpoints, devices)
+and tells this story:
 
-    config ──validate──> algorithm (static structure)
-    keys x sweep grid ──jit(vmap(init))──> state   (leading agent axis, sharded on the mesh)
-    repeat:  state ──jit(scan(vmap(update)), K updates)──> state, metrics (K, agents)
-             host: NaN check, metrics.jsonl, progress bar, checkpoint
-    summary.json
+    agents   = seeds x sweep points, each with its key and hyperparameters
+    mesh     = algo.make_mesh(...);  shardings = algo.state_sharding(...)
+    state    = jit(init) of every agent, stacked on a leading agent axis
+    resume   : restore the newest intact checkpoint (state, host state), or fail clearly
+    repeat   : run one chunk of K updates
+                 fused : one compiled program, lax.scan of K `update`s
+                 staged: K x (jit collect -> host process -> jit learn)
+               host: NaN check, metrics.jsonl, progress, TensorBoard, checkpoint,
+               and a clean stop on SIGINT/SIGTERM (checkpoint first)
+    summary.json (+ algo.finish(...))
 
-Only the host loop is Python; each chunk of K updates is one compiled XLA
-program with no host synchronisation inside. Chunk boundaries depend only on
-the config (log and checkpoint intervals), so an interrupted and resumed run
-executes exactly the same sequence of programs as an uninterrupted one.
+Chunk boundaries depend only on the config (update count, log and checkpoint
+intervals), so an interrupted and resumed run executes exactly the same
+programs on the same data as an uninterrupted one and ends with the same
+`params_fingerprint`. Time-based checkpoints are taken at chunk boundaries
+too, so they never change what is computed.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import logging
 import math
 import pathlib
 import shutil
+import signal
+import sys
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl import algorithms
 from jaxrl import config as cfg
 
 from . import mesh as mesh_lib
 from .checkpoint import Checkpointer, tree_fingerprint
+from .contract import Algorithm, check_algorithm
 from .progress import Progress
 
 log = logging.getLogger(__name__)
 
 # Fraction of the final updates whose episodes define `final_return_mean`.
 FINAL_RETURN_WINDOW = 0.1
-
 
 # `init` runs once per run, so its machine code need not be fast; on CPU, skipping
 # LLVM's optimisations saves 1-2 s of its ~5 s compile (6 orthogonal initialisers,
@@ -55,6 +64,14 @@ class NaNLossError(FloatingPointError):
     """The loss became NaN or infinite; the run stopped before saving that state."""
 
 
+class TrainingInterrupted(RuntimeError):
+    """SIGINT or SIGTERM stopped the run after a chunk; a checkpoint was written first."""
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.signum = signum
+
+
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
     """How to run an algorithm (not what it learns).
@@ -64,11 +81,18 @@ class RunConfig:
         seed: Base seed; agent i of every sweep point uses `fold_in(key(seed), i)`.
         sweep: Grid over sweepable hyperparameters, e.g. `{"lr": [1e-3, 3e-4]}`.
         run_dir: Where config, metrics, checkpoints and summary go (None: nothing written).
-        checkpoint_every: Save every this many environment steps per agent (None: only at the end).
+        checkpoint_every: Also checkpoint every this many steps per agent (in the
+            algorithm's progress unit; None: by time only).
+        checkpoint_minutes: Checkpoint at the first chunk boundary after this many
+            minutes of wall clock since the last checkpoint (None: never by time).
+            Runs with a run_dir always checkpoint at the end.
         keep_checkpoints: How many recent checkpoints to keep.
-        resume: Continue from the latest intact checkpoint in `run_dir`.
-        log_every: Log metrics every this many environment steps per agent
-            (default: about 50 points over the run).
+        resume: Continue from the newest intact checkpoint in `run_dir`; an error if
+            there is none (nothing is overwritten).
+        fresh: Start from step 0 in a `run_dir` that already holds a run, replacing
+            its checkpoints and metrics.
+        log_every: Log metrics every this many steps per agent (default: about 50
+            points over the run).
         num_devices: Devices of the mesh (default: all).
         progress: Show a progress bar.
         tensorboard: Also write TensorBoard events (needs `tensorboardX`).
@@ -79,8 +103,10 @@ class RunConfig:
     sweep: Mapping[str, Sequence[float]] = dataclasses.field(default_factory=dict)
     run_dir: str | None = None
     checkpoint_every: int | None = None
+    checkpoint_minutes: float | None = 10.0
     keep_checkpoints: int = 3
     resume: bool = False
+    fresh: bool = False
     log_every: int | None = None
     num_devices: int | None = None
     progress: bool = True
@@ -99,6 +125,13 @@ class RunConfig:
                 value,
                 "a positive integer",
             )
+        minutes = self.checkpoint_minutes
+        cfg.check(
+            minutes is None or (cfg.is_finite_number(minutes) and minutes > 0),
+            "checkpoint_minutes",
+            minutes,
+            "a positive number of minutes or None",
+        )
         for name, values in self.sweep.items():
             cfg.check(
                 name in sweepable,
@@ -107,15 +140,15 @@ class RunConfig:
                 f"one of the sweepable hyperparameters {list(sweepable)}",
             )
             cfg.check(len(values) > 0, f"sweep {name}", values, "a non-empty list of values")
-        if self.resume:
-            cfg.check(self.run_dir is not None, "resume", self.resume, "used together with run_dir")
-        if self.checkpoint_every is not None:
-            cfg.check(
-                self.run_dir is not None,
-                "checkpoint_every",
-                self.checkpoint_every,
-                "used together with run_dir",
-            )
+        for flag in ("resume", "fresh", "checkpoint_every"):
+            if getattr(self, flag) not in (None, False):
+                cfg.check(
+                    self.run_dir is not None,
+                    flag,
+                    getattr(self, flag),
+                    "used together with run_dir",
+                )
+        cfg.check(not (self.resume and self.fresh), "fresh", self.fresh, "not combined with resume")
         return self
 
 
@@ -134,28 +167,25 @@ class TrainResult:
         return np.asarray([row["episode_return"] for row in self.metrics], dtype=np.float64)
 
 
-def train(algorithm: str, config: Any, run: RunConfig) -> TrainResult:
-    """Trains `algorithm` with `config` as described by `run`. See the module docstring."""
-    wall_start = time.perf_counter()
-    module = algorithms.get(algorithm)
-    config = config.validate()
-    run = run.validate(module.SWEEPABLE)
-    algo = module.make(config)
-    steps_per_update = config.num_envs * config.num_steps
-    num_updates = config.num_updates
+@dataclasses.dataclass(frozen=True)
+class Agents:
+    """The seeds x sweep points of a run, in the order of the state's agent axis."""
+
+    grid: list[dict[str, float]]
+    num_seeds: int
+    keys: jax.Array  # (num_agents,) typed PRNG keys
+    hparams: Any  # the algorithm's HyperParams, stacked (num_agents, ...)
+
+    @property
+    def num_agents(self) -> int:
+        return len(self.grid) * self.num_seeds
+
+
+def make_agents(algo: Algorithm, run: RunConfig) -> Agents:
+    """Keys and hyperparameters of every agent. Invalid sweep values fail here,
+    before anything is written (`algo.hyperparams` validates each point)."""
     grid = cfg.expand_grid(cfg.parse_sweep(run.sweep))
-    for point in grid:  # invalid sweep values fail before the run directory is touched
-        cfg.replace(config, **point).validate()
-    num_agents = len(grid) * run.num_seeds
-    chunk = _chunk_length(run, steps_per_update, num_updates)
-
-    mesh = mesh_lib.make_mesh(run.num_devices)  # a bad device count fails before any I/O
-    run_dir = pathlib.Path(run.run_dir) if run.run_dir else None
-    is_main = jax.process_index() == 0
-    resolved = {"algorithm": algorithm, "config": cfg.to_dict(config), "run": _run_dict(run)}
-    if run_dir is not None:
-        _prepare_run_dir(run_dir, resolved, run.resume, is_main)
-
+    points = [algo.hyperparams(**point) for point in grid]
     keys = jnp.stack(
         [
             jax.random.fold_in(jax.random.key(run.seed), i)
@@ -164,138 +194,427 @@ def train(algorithm: str, config: Any, run: RunConfig) -> TrainResult:
         ]
     )
     hparams = jax.tree.map(
-        lambda *xs: jnp.stack(xs),
-        *[algo.hyperparams(**point) for point in grid for _ in range(run.num_seeds)],
+        lambda *xs: jnp.stack(xs), *[hp for hp in points for _ in range(run.num_seeds)]
     )
-    abstract = jax.eval_shape(jax.vmap(algo.init), keys, hparams)
-    shardings = mesh_lib.state_sharding(
-        abstract, mesh, num_agents, config.num_envs, algo.ENV_FIELDS
+    return Agents(grid=grid, num_seeds=run.num_seeds, keys=keys, hparams=hparams)
+
+
+def initial_state(
+    algo: Algorithm, agents: Agents, mesh: jax.sharding.Mesh, params: Any = None
+) -> tuple[Any, Any]:
+    """`(state, shardings)`: every agent's initial state, stacked and placed on `mesh`.
+
+    Used by the driver and by `jaxrl.evaluation.load_run` (as the restore target).
+    """
+    abstract = jax.eval_shape(
+        lambda k, h, p: init_agents(algo, k, h, p), agents.keys, agents.hparams, params
     )
+    shardings = algo.state_sharding(abstract, mesh, agents.num_agents)
+    init_fn = (
+        jax.jit(lambda k, h, p: init_agents(algo, k, h, p), out_shardings=shardings)
+        .lower(agents.keys, agents.hparams, params)
+        .compile(compiler_options=_INIT_COMPILER_OPTIONS.get(jax.default_backend()))
+    )
+    return init_fn(agents.keys, agents.hparams, params), shardings
+
+
+def init_agents(algo: Algorithm, keys: jax.Array, hparams: Any, params: Any = None) -> Any:
+    """Initial states of all agents, stacked on a leading axis.
+
+    `lax.map` (a loop) rather than `vmap`: initialisation runs once, and on
+    jaxlib 0.10.2's CPU backend a vmapped GRU initialisation deadlocks at run
+    time (reproduced with recurrent PPO; unbatched and looped inits are fine).
+    A loop also makes each agent's initial state bit-identical to a run with
+    a single seed. Warm-start `params` are shared by every agent.
+    """
+    return jax.lax.map(lambda args: algo.init(*args, params), (keys, hparams))
+
+
+# ---------------------------------------------------------------------------- the story
+def train(algo: Algorithm, run: RunConfig, *, init_params: Any = None) -> TrainResult:
+    """Trains `algo` as `run` says; see the module docstring for the story.
+
+    `init_params` warm-starts every agent from given parameters (default:
+    `algo.load_params()`, e.g. a language model's `--model` directory).
+    """
+    wall_start = time.perf_counter()
+    check_algorithm(algo)
+    run = run.validate(algo.sweepable)
+    agents = make_agents(algo, run)
+    chunk = _chunk_length(run, algo.steps_per_update, algo.num_updates)
+    mesh = algo.make_mesh(run.num_devices)  # a bad device count fails before any I/O
+    run_dir = pathlib.Path(run.run_dir) if run.run_dir else None
+    is_main = jax.process_index() == 0
+    resolved = {"algorithm": algo.name, "config": cfg.to_dict(algo.config), "run": _run_dict(run)}
+    if run_dir is not None:
+        _prepare_run_dir(run_dir, resolved, run, algo, is_main)
+
     compile_clock, train_clock = _Clock(), _Clock()
     with compile_clock:  # counted as compilation: rejax and PureJaxRL compile init too
-        init_fn = (
-            jax.jit(functools.partial(init_agents, algo), out_shardings=shardings)
-            .lower(keys, hparams)
-            .compile(compiler_options=_INIT_COMPILER_OPTIONS.get(jax.default_backend()))
-        )
-    state = init_fn(keys, hparams)
+        params = init_params if init_params is not None else algo.load_params()
+        state, shardings = initial_state(algo, agents, mesh, params)
+    host_state = algo.init_host_state(run.seed, agents.num_agents)
 
-    host_readable, reshard = _host_transfer_fns(mesh, shardings)
-    checkpointer = Checkpointer(run_dir / "checkpoints", run.keep_checkpoints) if run_dir else None
-    start_update = 0
-    if run.resume and checkpointer is not None:
-        restored = checkpointer.restore_latest(host_readable(state))
-        if restored is not None:
-            start_update, state, _ = restored
-            state = reshard(state)
-            log.info("resumed from update %d", start_update)
-        _truncate_metrics(run_dir, start_update, is_main)
-        if jax.process_count() > 1:  # other processes read metrics.jsonl only once it is truncated
-            from jax.experimental import multihost_utils
+    checkpoints = _Checkpoints(algo, run, run_dir, state) if run_dir is not None else None
+    start_update, history = 0, []
+    if run.resume:
+        start_update, state, host_state = checkpoints.restore(state)
+        history = _resume_metrics(run_dir, start_update, is_main)
 
-            multihost_utils.sync_global_devices("jaxrl: metrics.jsonl truncated")
-    history = _read_metrics(run_dir) if (run_dir and run.resume) else []
-
-    metrics_sharding = mesh_lib.replicated(mesh)
-
-    update_fn = _agents_update(algo, num_agents)
-
-    state_spec = jax.tree.map(
-        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), state
+    stepper = (_StagedStepper if algo.staged else _FusedStepper)(
+        algo, agents.num_agents, mesh, shardings, compile_clock
     )
-    programs: dict[int, Any] = {}  # chunk length -> compiled program
+    if start_update < algo.num_updates and not algo.staged:
+        stepper.compile(state, min(chunk, algo.num_updates - start_update))
 
-    def program(length: int):
-        """The compiled program for a chunk of `length` updates: one `lax.scan`, no host
-        sync inside. Compiled once per length; a run needs at most two lengths (the
-        chunk and, when the chunk does not divide the run, the tail)."""
-        if length not in programs:
-
-            def run_updates(state):
-                return jax.lax.scan(lambda s, _: update_fn(s), state, None, length=length)
-
-            programs[length] = (
-                jax.jit(
-                    run_updates,
-                    in_shardings=(shardings,),
-                    out_shardings=(shardings, metrics_sharding),
-                    donate_argnums=0,
-                )
-                .lower(state_spec)
-                .compile()
-            )
-        return programs[length]
-
-    if start_update < num_updates:
-        with compile_clock:
-            program(min(chunk, num_updates - start_update))
-
-    writer = _tensorboard_writer(run_dir, run.tensorboard) if is_main else None
-    progress = Progress(
-        total=num_updates * steps_per_update * num_agents,
-        initial=start_update * steps_per_update * num_agents,
-        enabled=run.progress and is_main,
+    loop = _Loop(algo, run, agents, run_dir, is_main, checkpoints, stepper)
+    state, host_state, updates_run = loop.run_chunks(
+        state, host_state, start_update, chunk, history, train_clock, compile_clock
     )
-    updates_run = 0  # by this process (a resumed run starts after its checkpoint)
-    update = start_update
-    try:
-        while update < num_updates:
-            length = min(chunk, num_updates - update)
-            if length not in programs:  # the tail of a run the chunk does not divide
-                with compile_clock:
-                    program(length)
-            with train_clock:
-                new_state, metrics = programs[length](state)
-                metrics = jax.tree.map(np.asarray, metrics)  # host sync: (length, agents)
-            elapsed = train_clock.last
-            _check_finite(metrics, update, steps_per_update)
-            state = new_state
-            update += length
-            updates_run += length
-            row = _log_row(
-                metrics,
-                update,
-                steps_per_update,
-                num_agents * steps_per_update * length / elapsed,
-                elapsed,
-            )
-            history.append(row)
-            if is_main and run_dir is not None:
-                with open(run_dir / "metrics.jsonl", "a") as f:
-                    f.write(json.dumps(row) + "\n")
-            if writer is not None:
-                _write_tensorboard(writer, row)
-            progress.update(num_agents * steps_per_update * length, row)
-            if checkpointer is not None and _should_checkpoint(
-                run, update, steps_per_update, num_updates
-            ):
-                checkpointer.save(
-                    update, host_readable(state), {"env_steps": update * steps_per_update}
-                )
-    finally:
-        progress.close()
-        if writer is not None:
-            writer.close()
-        if checkpointer is not None:
-            checkpointer.close()
 
     summary = _summary(
         algo,
-        host_readable(state),
+        state,
         history,
-        grid=grid,
+        agents=agents,
         run=run,
-        num_agents=num_agents,
-        steps_run=updates_run * steps_per_update * num_agents,
+        steps_run=updates_run * algo.steps_per_update * agents.num_agents,
         train_clock=train_clock,
         compile_clock=compile_clock,
-        wall_seconds=time.perf_counter() - wall_start,
     )
+    summary.update(algo.finish(state, run_dir) or {})
+    summary["wall_seconds"] = time.perf_counter() - wall_start
     if is_main and run_dir is not None:
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return TrainResult(
         state=state, metrics=history, summary=summary, algorithm=algo, run_dir=run_dir
     )
+
+
+# ---------------------------------------------------------------------------- the loop
+class _Loop:
+    """The host loop over chunks: run, check, log, checkpoint, stop cleanly on a signal."""
+
+    def __init__(self, algo, run, agents, run_dir, is_main, checkpoints, stepper):
+        self.algo, self.run, self.agents = algo, run, agents
+        self.run_dir, self.is_main = run_dir, is_main
+        self.checkpoints, self.stepper = checkpoints, stepper
+
+    def run_chunks(self, state, host_state, update, chunk, history, clock, compile_clock):
+        """Runs chunks from `update` to the end; appends their rows to `history`.
+        `clock` times the chunks, less any compilation inside them (`compile_clock`)."""
+        algo, n = self.algo, self.agents.num_agents
+        spu = algo.steps_per_update
+        writer = _tensorboard_writer(self.run_dir, self.run.tensorboard) if self.is_main else None
+        progress = Progress(
+            total=algo.num_updates * spu,
+            initial=update * spu,
+            enabled=self.run.progress and self.is_main,
+            unit=algo.progress_unit,
+            num_agents=n,
+        )
+        updates_run = 0
+        try:
+            with _StopSignals() as stop:
+                while update < algo.num_updates:
+                    length = min(chunk, algo.num_updates - update)
+                    compiled = compile_clock.wall, compile_clock.cpu
+                    with clock:
+                        state, host_state, metrics = self.stepper.run(state, host_state, length)
+                    clock.discount(
+                        compile_clock.wall - compiled[0], compile_clock.cpu - compiled[1]
+                    )
+                    _check_finite(metrics, update, algo)
+                    update += length
+                    updates_run += length
+                    row = _log_row(metrics, update, algo, n * spu * length / clock.last)
+                    row["seconds"] = clock.last
+                    if "tokens" in row:
+                        row["tokens_per_second"] = sum(row["tokens"]) / clock.last
+                    history.append(row)
+                    self._write_row(row, writer)
+                    progress.update(spu * length, row)
+                    finished = update >= algo.num_updates
+                    if self.checkpoints is not None and (
+                        finished or stop.requested or self.checkpoints.due(update)
+                    ):
+                        self.checkpoints.save(update, state, host_state)
+                    if stop.requested and not finished:
+                        raise TrainingInterrupted(self._stop_message(stop, update), stop.signum)
+        finally:
+            progress.close()
+            if writer is not None:
+                writer.close()
+            if self.checkpoints is not None:
+                self.checkpoints.close()
+        return state, host_state, updates_run
+
+    def _write_row(self, row: dict[str, Any], writer: Any) -> None:
+        if self.is_main and self.run_dir is not None:
+            with open(self.run_dir / "metrics.jsonl", "a") as f:
+                f.write(json.dumps(row) + "\n")
+        if writer is not None:
+            _write_tensorboard(writer, row, self.algo.progress_unit)
+
+    def _stop_message(self, stop: _StopSignals, update: int) -> str:
+        name = signal.Signals(stop.signum).name
+        where = f"update {update} of {self.algo.num_updates}"
+        if self.run_dir is None:
+            return f"{name} received: stopped at {where} (no run_dir, so nothing was saved)"
+        return (
+            f"{name} received: stopped at {where} after writing a checkpoint; continue with "
+            f"`jaxrl train {self.algo.name} --run-dir {self.run_dir} --resume`"
+        )
+
+
+class _StopSignals:
+    """Turns the first SIGINT/SIGTERM into a request to stop after the current chunk.
+
+    Schedulers and preemptible TPU VMs send SIGTERM; Ctrl-C sends SIGINT. A second
+    signal stops at once (KeyboardInterrupt). Outside the main thread (where Python
+    cannot install handlers) signals keep their default behaviour.
+    """
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    @property
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.signum is not None:
+            raise KeyboardInterrupt(f"second {signal.Signals(signum).name}: stopping now")
+        self.signum = signum
+        print(
+            f"\njaxrl: {signal.Signals(signum).name} received, stopping after the current "
+            "chunk (send it again to stop now)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def __enter__(self) -> _StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+
+# ---------------------------------------------------------------------------- steps
+def _agents_fn(fn: Callable, num_agents: int) -> Callable:
+    """`fn` over the leading agent axis of all its arguments: `vmap` for several
+    agents, a plain call for one. On CPU, XLA's kernels for batched matmuls with a
+    batch of one are slower than the plain ones (measured 1.4x per update for PPO),
+    so a single agent's axis is dropped inside the program and restored around it."""
+    if num_agents > 1:
+        return jax.vmap(fn)
+
+    def single(*args):
+        out = fn(*jax.tree.map(lambda x: x[0], args))
+        return jax.tree.map(lambda x: x[None], out)
+
+    return single
+
+
+def _agents_update(algo: Algorithm, num_agents: int) -> Callable:
+    """The fused `update` over the agent axis (also used by the benchmark workers)."""
+    return _agents_fn(algo.update, num_agents)
+
+
+def _spec(tree: Any) -> Any:
+    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), tree)
+
+
+def _to_host(metrics: Any) -> dict[str, np.ndarray]:
+    return {k: np.asarray(v) for k, v in metrics.items()}
+
+
+class _FusedStepper:
+    """K `update`s as one compiled program (`lax.scan`), one program per chunk length."""
+
+    def __init__(self, algo, num_agents, mesh, shardings, compile_clock):
+        self.update = _agents_update(algo, num_agents)
+        self.shardings, self.replicated = shardings, mesh_lib.replicated(mesh)
+        self.compile_clock = compile_clock
+        self.programs: dict[int, Any] = {}
+
+    def compile(self, state: Any, length: int) -> None:
+        """Compiles the program for chunks of `length` updates. A run needs at most two
+        lengths (the chunk and, when the chunk does not divide the run, the tail)."""
+        if length in self.programs:
+            return
+
+        def run_updates(state):
+            return jax.lax.scan(lambda s, _: self.update(s), state, None, length=length)
+
+        with self.compile_clock:
+            self.programs[length] = (
+                jax.jit(
+                    run_updates,
+                    in_shardings=(self.shardings,),
+                    out_shardings=(self.shardings, self.replicated),
+                    donate_argnums=0,
+                )
+                .lower(_spec(state))
+                .compile()
+            )
+
+    def run(self, state, host_state, length):
+        self.compile(state, length)  # the tail of a run the chunk does not divide
+        state, metrics = self.programs[length](state)
+        return state, host_state, _to_host(metrics)  # host sync: (length, agents)
+
+
+class _StagedStepper:
+    """K x (jit `collect` -> host `process` -> jit `learn`); each phase compiled once,
+    `learn` for the shapes of the first batch (`process` must keep them fixed)."""
+
+    def __init__(self, algo, num_agents, mesh, shardings, compile_clock):
+        self.algo, self.num_agents, self.mesh = algo, num_agents, mesh
+        self.shardings, self.replicated = shardings, mesh_lib.replicated(mesh)
+        self.compile_clock = compile_clock
+        self.has_collect = type(algo).collect is not Algorithm.collect
+        self.collect_fn = self.learn_fn = self.batch_shardings = None
+
+    def _compile_collect(self, state: Any) -> None:
+        with self.compile_clock:
+            self.collect_fn = (
+                jax.jit(
+                    _agents_fn(self.algo.collect, self.num_agents),
+                    in_shardings=(self.shardings,),
+                    out_shardings=(self.shardings, self.replicated),
+                    donate_argnums=0,
+                )
+                .lower(_spec(state))
+                .compile()
+            )
+
+    def _compile_learn(self, state: Any, batch: Any) -> None:
+        with self.compile_clock:
+            abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), batch)
+            self.batch_shardings = self.algo.batch_sharding(abstract, self.mesh, self.num_agents)
+            batch_spec = jax.tree.map(
+                lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+                abstract,
+                self.batch_shardings,
+            )
+            self.learn_fn = (
+                jax.jit(
+                    _agents_fn(self.algo.learn, self.num_agents),
+                    in_shardings=(self.shardings, self.batch_shardings),
+                    out_shardings=(self.shardings, self.replicated),
+                    donate_argnums=0,
+                )
+                .lower(_spec(state), batch_spec)
+                .compile()
+            )
+
+    def run(self, state, host_state, length):
+        rows = []
+        for _ in range(length):
+            collected = None
+            if self.has_collect:
+                if self.collect_fn is None:
+                    self._compile_collect(state)
+                state, collected = self.collect_fn(state)
+                collected = jax.tree.map(np.asarray, collected)  # host sync
+            batch, host_state, host_metrics = self.algo.process(collected, host_state)
+            if self.learn_fn is None:
+                self._compile_learn(state, batch)
+            state, metrics = self.learn_fn(state, jax.device_put(batch, self.batch_shardings))
+            row = _to_host(metrics)
+            for name, value in host_metrics.items():
+                row[name] = np.broadcast_to(np.asarray(value, np.float64), (self.num_agents,))
+            rows.append(row)
+        stacked = {k: np.stack([r[k] for r in rows]) for k in rows[0]}  # (length, agents)
+        return state, host_state, stacked
+
+
+# ---------------------------------------------------------------------------- checkpoints
+class _Checkpoints:
+    """When and what to checkpoint: the state minus `algo.checkpoint_exclude`, sharded as
+    it is (no gather), plus the host state and progress in the JSON record.
+
+    The excluded fields are frozen or derivable (`init` rebuilds them); their
+    fingerprint is recorded so that a resume whose rebuilt frozen parts differ (a
+    changed `--model`, say) fails instead of mixing two models.
+    """
+
+    def __init__(self, algo: Algorithm, run: RunConfig, run_dir: pathlib.Path, state: Any):
+        self.algo, self.run = algo, run
+        self.interval = _checkpoint_interval(run, algo.steps_per_update)
+        self.checkpointer = Checkpointer(run_dir / "checkpoints", run.keep_checkpoints)
+        self.frozen_fingerprint = tree_fingerprint(self._frozen(state))
+        self.last_save = time.monotonic()
+
+    def _saved(self, state: Any) -> dict[str, Any]:
+        return checkpointed_fields(self.algo, state)
+
+    def _frozen(self, state: Any) -> dict[str, Any]:
+        return {name: getattr(state, name) for name in self.algo.checkpoint_exclude}
+
+    def due(self, update: int) -> bool:
+        """At the configured step interval, or when `checkpoint_minutes` have passed."""
+        if self.interval is not None and update % self.interval == 0:
+            return True
+        minutes = self.run.checkpoint_minutes
+        return minutes is not None and time.monotonic() - self.last_save >= 60 * minutes
+
+    def save(self, update: int, state: Any, host_state: Any) -> None:
+        meta = {
+            self.algo.progress_unit: update * self.algo.steps_per_update,
+            "host_state": host_state,
+            "frozen_fingerprint": self.frozen_fingerprint,
+        }
+        self.checkpointer.save(update, self._saved(state), meta)
+        self.last_save = time.monotonic()
+
+    def restore(self, fresh_state: Any) -> tuple[int, Any, Any]:
+        """`(update, state, host_state)` from the newest intact checkpoint; a
+        `ConfigError` naming what was found when there is none (nothing overwritten)."""
+        found = self.checkpointer.steps()
+        restored = self.checkpointer.restore_latest(self._saved(fresh_state))
+        directory = self.checkpointer.directory
+        if restored is None:
+            what = (
+                f"{len(found)} checkpoint(s), all damaged ({found})"
+                if found
+                else "no checkpoint (the run was stopped before its first one)"
+            )
+            raise cfg.ConfigError(
+                f"invalid resume=True: {directory} holds {what}; nothing was changed. "
+                "Start over in the same directory with fresh=True (--fresh), or choose "
+                "another run_dir"
+            )
+        update, saved, meta = restored
+        if meta.get("frozen_fingerprint", self.frozen_fingerprint) != self.frozen_fingerprint:
+            raise cfg.ConfigError(
+                f"invalid resume=True: the frozen parts of the state "
+                f"({list(self.algo.checkpoint_exclude)}) differ from the ones checkpoint "
+                f"{update} was trained with (was the model changed?); nothing was changed"
+            )
+        skipped = [s for s in found if s > update]
+        note = f" (skipped damaged {skipped})" if skipped else ""
+        log.warning("resuming from checkpoint at update %d%s", update, note)
+        print(f"jaxrl: resuming from update {update}{note}", file=sys.stderr, flush=True)
+        return update, fresh_state.replace(**saved), meta.get("host_state")
+
+    def close(self) -> None:
+        self.checkpointer.close()
+
+
+def checkpointed_fields(algo: Algorithm, state: Any) -> dict[str, Any]:
+    """The top-level state fields a checkpoint holds: all but `algo.checkpoint_exclude`."""
+    return {
+        f.name: getattr(state, f.name)
+        for f in dataclasses.fields(state)
+        if f.name not in algo.checkpoint_exclude
+    }
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -314,53 +633,15 @@ class _Clock:
         self.wall += self.last
         self.cpu += time.process_time() - self._start[1]
 
-
-def init_agents(algo: Any, keys: jax.Array, hparams: Any) -> Any:
-    """Initial states of all agents, stacked on a leading axis.
-
-    `lax.map` (a loop) rather than `vmap`: initialisation runs once, and on
-    jaxlib 0.10.2's CPU backend a vmapped GRU initialisation deadlocks at run
-    time (reproduced with recurrent PPO; unbatched and looped inits are fine).
-    A loop also makes each agent's initial state bit-identical to a run with
-    a single seed.
-    """
-    return jax.lax.map(lambda args: algo.init(*args), (keys, hparams))
-
-
-def _agents_update(algo: Any, num_agents: int):
-    """`update` over the leading agent axis: `vmap` for several agents, a plain call
-    for one. On CPU, XLA's kernels for batched matmuls with a batch of one are
-    slower than the plain ones (measured 1.4x per update for PPO), so a single
-    agent's axis is dropped inside the program and restored around it."""
-    if num_agents > 1:
-        return jax.vmap(algo.update)
-
-    def single(state):
-        state, metrics = algo.update(jax.tree.map(lambda x: x[0], state))
-        return jax.tree.map(lambda x: x[None], (state, metrics))
-
-    return single
-
-
-def _host_transfer_fns(mesh, shardings):
-    """`(host_readable, reshard)` for checkpoints and the summary's fingerprint.
-
-    In a multi-process run a sharded global array spans other processes'
-    devices and cannot be fetched by this one (`np.asarray` raises), so the
-    state is read (fingerprinted, saved, restored) as a fully replicated copy,
-    and a restored copy is resharded to `shardings`. One process: both are
-    the identity.
-    """
-    if jax.process_count() == 1:
-        return (lambda tree: tree), (lambda tree: tree)
-    return (
-        jax.jit(lambda tree: tree, out_shardings=mesh_lib.replicated(mesh)),
-        jax.jit(lambda tree: tree, out_shardings=shardings),
-    )
+    def discount(self, wall: float, cpu: float) -> None:
+        """Removes time another clock counted inside this clock's last block."""
+        self.wall -= wall
+        self.cpu -= cpu
+        self.last -= wall
 
 
 def _chunk_length(run: RunConfig, steps_per_update: int, num_updates: int) -> int:
-    """Updates per compiled call (= per metrics row).
+    """Updates per chunk (= per metrics row; per compiled program for fused steps).
 
     An explicit `log_every` is honoured (reduced to a divisor of the
     checkpoint interval, so every checkpoint falls on a chunk boundary). The
@@ -385,130 +666,130 @@ def _chunk_length(run: RunConfig, steps_per_update: int, num_updates: int) -> in
     return fits_checkpoints[0]
 
 
-def _should_checkpoint(
-    run: RunConfig, update: int, steps_per_update: int, num_updates: int
-) -> bool:
-    if update >= num_updates:
-        return True
-    ckpt = _checkpoint_interval(run, steps_per_update)
-    return ckpt is not None and update % ckpt == 0
-
-
 def _checkpoint_interval(run: RunConfig, steps_per_update: int) -> int | None:
-    """Updates between checkpoints (None: only at the end)."""
+    """Updates between step-interval checkpoints (None: by time and at the end only)."""
     if run.checkpoint_every is None:
         return None
     return max(1, run.checkpoint_every // steps_per_update)
 
 
-def _check_finite(metrics: dict[str, np.ndarray], first_update: int, steps_per_update: int) -> None:
-    loss = metrics["loss"]  # (updates, agents)
-    bad = ~np.isfinite(loss)
-    if bad.any():
-        i, agent = np.argwhere(bad)[0]
-        update = first_update + int(i) + 1
-        raise NaNLossError(
-            f"loss is {loss[i, agent]} at update {update} (env step {update * steps_per_update} "
-            f"per agent), agent {agent}; the run stopped and the last good checkpoint is kept"
-        )
+def _check_finite(metrics: dict[str, np.ndarray], first_update: int, algo: Algorithm) -> None:
+    """Raises `NaNLossError` naming the first non-finite `algo.nan_metrics` value."""
+    unit = algo.progress_unit.rstrip("s").replace("_", " ")
+    for name in algo.nan_metrics:
+        values = metrics.get(name)
+        if values is None:
+            continue
+        bad = ~np.isfinite(values)  # (updates, agents)
+        if bad.any():
+            i, agent = np.argwhere(bad)[0]
+            update = first_update + int(i) + 1
+            raise NaNLossError(
+                f"{name} is {values[i, agent]} at update {update} ({unit} "
+                f"{update * algo.steps_per_update} per agent), agent {agent}; the run stopped "
+                "and the last good checkpoint is kept"
+            )
 
 
-def _log_row(metrics, update, steps_per_update, sps, elapsed) -> dict[str, Any]:
-    """One metrics.jsonl row: per-agent lists averaged over the chunk's updates."""
+def _log_row(metrics: dict[str, np.ndarray], update: int, algo: Algorithm, sps: float):
+    """One metrics.jsonl row: per-agent lists averaged over the chunk's updates.
+
+    `episodes` and `tokens` are summed; `episode_*` are averaged over episodes
+    (weighted by each update's `episodes`); everything else is the plain mean.
+    """
     row: dict[str, Any] = {
         "update": update,
-        "env_steps": update * steps_per_update,
+        algo.progress_unit: update * algo.steps_per_update,
         "steps_per_second": sps,
     }
-    counts = metrics["episodes"].astype(np.float64)
+    counts = metrics["episodes"].astype(np.float64) if "episodes" in metrics else None
     for name, values in metrics.items():
-        if name == "episodes":
+        if name in ("episodes", "tokens"):
             row[name] = values.sum(axis=0).astype(int).tolist()
-        elif name.startswith("episode_"):
+        elif name.startswith("episode_") and counts is not None:
             total = (values * counts).sum(axis=0)
             n = counts.sum(axis=0)
             row[name] = [float(t / c) if c > 0 else None for t, c in zip(total, n, strict=True)]
         else:
             row[name] = [float(v) for v in values.mean(axis=0)]
-    row["seconds"] = elapsed
     return row
 
 
-def _summary(
-    algo: Any,
-    state: Any,
-    history: list[dict[str, Any]],
-    *,
-    grid: list[dict[str, float]],
-    run: RunConfig,
-    num_agents: int,
-    steps_run: int,
-    train_clock: _Clock,
-    compile_clock: _Clock,
-    wall_seconds: float,
-) -> dict[str, Any]:
-    """summary.json: final returns from the logged rows (which a resumed run has exactly as
-    an uninterrupted one), throughput of this process's training calls, the fingerprint."""
-    final = _final_returns(history, algo.config.num_updates, num_agents)
-    steps_per_update = algo.config.num_envs * algo.config.num_steps
+def _summary(algo, state, history, *, agents, run, steps_run, train_clock, compile_clock):
+    """summary.json: throughput of this process's training calls, the parameters'
+    fingerprint and, for algorithms that report episodes, the final returns (from
+    the logged rows, which a resumed run has exactly as an uninterrupted one)."""
+    token_rows = [r for r in history if "tokens" in r]
+    tokens = sum(sum(r["tokens"]) for r in token_rows)
+    elapsed = sum(r["seconds"] for r in token_rows)
     summary: dict[str, Any] = {
-        "final_return_mean": _nan_mean(final),
-        "final_return_std": _nan_std(final),
-        "final_return_per_agent": [_nan_to_none(v) for v in final],
+        "progress_unit": algo.progress_unit,
         "steps_per_second": steps_run / train_clock.wall if train_clock.wall else None,
         "compile_seconds": compile_clock.wall,
-        "wall_seconds": wall_seconds,
         "train_seconds": train_clock.wall,
         # Process CPU time (all threads): steadier than wall time on a shared machine.
         "train_cpu_seconds": train_clock.cpu,
         "compile_cpu_seconds": compile_clock.cpu,
         "params_fingerprint": tree_fingerprint(state.params),
-        "num_agents": num_agents,
+        "num_agents": agents.num_agents,
         "num_seeds": run.num_seeds,
-        "env_steps_per_agent": int(np.asarray(state.update_step).reshape(-1)[0]) * steps_per_update,
+        f"{algo.progress_unit}_per_agent": int(np.asarray(state.update_step).reshape(-1)[0])
+        * algo.steps_per_update,
         "num_devices": len(jax.devices()) if run.num_devices is None else run.num_devices,
     }
-    if len(grid) > 1:
-        summary["sweep"] = [
-            {
-                **point,
-                "final_return_mean": _nan_mean(final[g * run.num_seeds : (g + 1) * run.num_seeds]),
-                "final_return_std": _nan_std(final[g * run.num_seeds : (g + 1) * run.num_seeds]),
-            }
-            for g, point in enumerate(grid)
-        ]
+    if tokens and elapsed:
+        summary["tokens_per_second"] = tokens / elapsed
+    if history and "episode_return" in history[-1]:
+        summary.update(final_returns_summary(history, algo.num_updates, agents))
     return summary
 
 
-def _final_returns(history: list[dict[str, Any]], num_updates: int, num_agents: int) -> np.ndarray:
-    """Per agent: mean return of the episodes that ended in the last `FINAL_RETURN_WINDOW`
-    of updates (episode-weighted; whole logged rows, at least the last one)."""
+def final_returns_summary(
+    history: list[dict[str, Any]], num_updates: int, agents: Agents
+) -> dict[str, Any]:
+    """The `final_return_*` fields of summary.json.
+
+    Definition: for each agent, the mean undiscounted return of the episodes that
+    ended in the logged rows covering the last `FINAL_RETURN_WINDOW` (10%) of
+    updates (at least the last row), each episode weighing the same. Rows are whole
+    chunks, so with a coarse log interval the window is wider:
+    `final_return_window` gives the exact updates it covers. `final_return_mean`
+    and `_std` are over the agents that finished at least one episode in the window;
+    `final_return_agents` says how many did (an agent that finished none is left
+    out, and reported as None in `final_return_per_agent`). With a sweep, the same
+    fields per sweep point are in `sweep`.
+    """
     first = num_updates - max(1, int(math.ceil(num_updates * FINAL_RETURN_WINDOW)))
     rows = [r for r in history if r["update"] > first] or history[-1:]
-    if not rows:
-        return np.full((num_agents,), np.nan)
     counts = np.asarray([r["episodes"] for r in rows], dtype=np.float64)
     returns = np.asarray(
         [[0.0 if v is None else v for v in r["episode_return"]] for r in rows], dtype=np.float64
     )
     with np.errstate(invalid="ignore", divide="ignore"):
-        return (returns * counts).sum(0) / counts.sum(0)
+        final = (returns * counts).sum(0) / counts.sum(0)
+    start = history[history.index(rows[0]) - 1]["update"] if history.index(rows[0]) > 0 else 0
+    out: dict[str, Any] = {
+        **_mean_std(final, "final_return"),
+        "final_return_per_agent": [None if math.isnan(v) else float(v) for v in final],
+        "final_return_window": [start, rows[-1]["update"]],
+    }
+    if len(agents.grid) > 1:
+        s = agents.num_seeds
+        out["sweep"] = [
+            {**point, **_mean_std(final[g * s : (g + 1) * s], "final_return")}
+            for g, point in enumerate(agents.grid)
+        ]
+    return out
 
 
-def _nan_mean(x: np.ndarray) -> float | None:
-    """Mean over agents that finished an episode (None if none did)."""
-    x = x[~np.isnan(x)]
-    return float(x.mean()) if x.size else None
-
-
-def _nan_std(x: np.ndarray) -> float | None:
-    x = x[~np.isnan(x)]
-    return float(x.std()) if x.size else None
-
-
-def _nan_to_none(x: Any) -> float | None:
-    x = float(x)
-    return None if math.isnan(x) else x
+def _mean_std(values: np.ndarray, prefix: str) -> dict[str, Any]:
+    """Mean and std over the finite entries, and how many there were."""
+    finite = values[~np.isnan(values)]
+    return {
+        f"{prefix}_mean": float(finite.mean()) if finite.size else None,
+        f"{prefix}_std": float(finite.std()) if finite.size else None,
+        f"{prefix}_agents": int(finite.size),
+    }
 
 
 def _run_dict(run: RunConfig) -> dict[str, Any]:
@@ -518,47 +799,63 @@ def _run_dict(run: RunConfig) -> dict[str, Any]:
 
 
 # Fields of the run config that may differ between the original run and its resumption.
-_RESUME_MAY_DIFFER = {"resume", "progress", "num_devices", "tensorboard", "run_dir"}
+_RESUME_MAY_DIFFER = {
+    "resume",
+    "fresh",
+    "progress",
+    "num_devices",
+    "tensorboard",
+    "run_dir",
+    "checkpoint_minutes",
+    "keep_checkpoints",
+}
 
 
 def _prepare_run_dir(
-    run_dir: pathlib.Path, resolved: dict[str, Any], resume: bool, is_main: bool
+    run_dir: pathlib.Path, resolved: dict[str, Any], run: RunConfig, algo: Algorithm, is_main: bool
 ) -> None:
+    """Checks the run directory against `run` before anything in it is changed."""
     config_path = run_dir / "config.json"
-    if resume:
+    checkpoints = run_dir / "checkpoints"
+    if run.resume:
         if not config_path.exists():
             raise cfg.ConfigError(
                 f"invalid resume=True: {run_dir} has no config.json to resume from"
             )
         saved = json.loads(config_path.read_text())
-        _check_same_config(saved, resolved)
-        if is_main:  # written again when the resumed run finishes
-            (run_dir / "summary.json").unlink(missing_ok=True)
+        _check_same_run(saved, resolved)
+        algo.check_resume(saved["config"])
+        if is_main and saved != {**resolved, "run": saved["run"]}:  # e.g. an extended run
+            config_path.write_text(json.dumps({**resolved, "run": saved["run"]}, indent=2) + "\n")
         return
-    if (run_dir / "checkpoints").exists() and any((run_dir / "checkpoints").iterdir()):
+    if checkpoints.exists() and any(checkpoints.iterdir()) and not run.fresh:
         raise cfg.ConfigError(
             f"invalid run_dir={str(run_dir)!r}: it already holds checkpoints; pass resume=True "
-            "(--resume) to continue that run, or choose another run_dir (nothing was deleted)"
+            "(--resume) to continue that run, fresh=True (--fresh) to start it over, or "
+            "choose another run_dir (nothing was deleted)"
         )
     if is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
-        for stale in ("metrics.jsonl", "summary.json"):
-            if (run_dir / stale).exists():
-                (run_dir / stale).unlink()
+        if run.fresh and checkpoints.exists():
+            shutil.rmtree(checkpoints)
+        for stale in ("metrics.jsonl", "summary.json", "eval.json"):
+            (run_dir / stale).unlink(missing_ok=True)
         config_path.write_text(json.dumps(resolved, indent=2) + "\n")
+    if jax.process_count() > 1:  # other processes must not see the old checkpoints
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices("jaxrl: run directory prepared")
 
 
-def _check_same_config(saved: dict[str, Any], resolved: dict[str, Any]) -> None:
+def _check_same_run(saved: dict[str, Any], resolved: dict[str, Any]) -> None:
+    """The run section of config.json must match (but for `_RESUME_MAY_DIFFER`)."""
     diffs = []
     if saved["algorithm"] != resolved["algorithm"]:
         diffs.append(f"algorithm: {saved['algorithm']!r} != {resolved['algorithm']!r}")
-    for section in ("config", "run"):
-        for key, value in resolved[section].items():
-            if section == "run" and key in _RESUME_MAY_DIFFER:
-                continue
-            old = saved[section].get(key)
-            if json.loads(json.dumps(value)) != old:
-                diffs.append(f"{key}: saved {old!r}, now {value!r}")
+    for key, value in resolved["run"].items():
+        old = saved["run"].get(key)
+        if key not in _RESUME_MAY_DIFFER and json.loads(json.dumps(value)) != old:
+            diffs.append(f"{key}: saved {old!r}, now {value!r}")
     if diffs:
         raise cfg.ConfigError(
             "cannot resume with a different config (results would not match an uninterrupted run): "
@@ -566,29 +863,29 @@ def _check_same_config(saved: dict[str, Any], resolved: dict[str, Any]) -> None:
         )
 
 
-def _truncate_metrics(run_dir: pathlib.Path, update: int, is_main: bool) -> None:
-    """Drops metrics rows logged after the checkpoint we resume from."""
+def _resume_metrics(run_dir: pathlib.Path, update: int, is_main: bool) -> list[dict[str, Any]]:
+    """The metrics rows up to the checkpoint we resume from; later rows are dropped
+    from metrics.jsonl (they will be logged again), and summary.json is removed."""
     path = run_dir / "metrics.jsonl"
-    if not is_main or not path.exists():
-        return
     kept = []
-    for line in path.read_text().splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:  # empty, or torn by a crash mid-write
-            continue
-        if row["update"] <= update:
-            kept.append(line)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(line + "\n" for line in kept))
-    shutil.move(tmp, path)
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:  # empty, or torn by a crash mid-write
+                continue
+            if row["update"] <= update:
+                kept.append(row)
+    if is_main:
+        (run_dir / "summary.json").unlink(missing_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text("".join(json.dumps(row) + "\n" for row in kept))
+        shutil.move(tmp, path)
+    if jax.process_count() > 1:  # other processes read metrics.jsonl only once it is truncated
+        from jax.experimental import multihost_utils
 
-
-def _read_metrics(run_dir: pathlib.Path) -> list[dict[str, Any]]:
-    path = run_dir / "metrics.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line]
+        multihost_utils.sync_global_devices("jaxrl: metrics.jsonl truncated")
+    return kept
 
 
 def _tensorboard_writer(run_dir: pathlib.Path | None, enabled: bool):
@@ -606,8 +903,8 @@ def _tensorboard_writer(run_dir: pathlib.Path | None, enabled: bool):
     return SummaryWriter(str(run_dir / "tensorboard"))
 
 
-def _write_tensorboard(writer, row: dict[str, Any]) -> None:
-    step = row["env_steps"]
+def _write_tensorboard(writer, row: dict[str, Any], progress_unit: str) -> None:
+    step = row[progress_unit]
     for name, values in row.items():
         if isinstance(values, list):
             vals = [v for v in values if v is not None]

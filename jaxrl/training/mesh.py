@@ -1,7 +1,12 @@
 """Device meshes and the sharding of training states.
 
-Training runs under a one-axis `jax.sharding.Mesh` named `data`. The state
-of a vmapped run has a leading *agent* axis (seeds x sweep points):
+`make_mesh` builds any named mesh (one implementation for the whole library).
+Control algorithms train under a one-axis mesh named `data`, which is the
+default `Algorithm.make_mesh` hook; language models use `data x fsdp x tensor`
+(their rules are in `jaxrl/lm/sharding.py`; `with_agent_axis` adapts them to the
+driver's stacked agents). The state of a vmapped run has a leading *agent* axis
+(seeds x sweep points), and the default `Algorithm.state_sharding` hook
+(`agent_or_env_sharding`) places it so:
 
 * when the number of agents divides evenly over the devices, every leaf is
   sharded along that axis: each device trains its own agents, no
@@ -19,10 +24,11 @@ of a vmapped run has a leading *agent* axis (seeds x sweep points):
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
@@ -36,63 +42,118 @@ log = logging.getLogger(__name__)
 DATA_AXIS = "data"
 
 
-def make_mesh(num_devices: int | None = None) -> Mesh:
-    """A 1-D mesh over the first `num_devices` devices (all by default)."""
+def make_mesh(axes: Mapping[str, int] | None = None, devices: Sequence[Any] | None = None) -> Mesh:
+    """A mesh with the named `axes` (sizes; at most one -1 = "the remaining devices").
+
+    `make_mesh()` is the 1-D `data` mesh over all devices that control algorithms
+    train on; language models use `{"data": 1, "fsdp": -1, "tensor": 1}` and friends
+    (`jaxrl.lm.sharding.make_mesh` is this function with the LM's axis names). The
+    mesh uses the first `prod(sizes)` of `devices` (default: all devices). Errors
+    name the axis and say how many devices there are.
+    """
+    devices = list(jax.devices() if devices is None else devices)
+    axes = dict(axes) if axes else {DATA_AXIS: -1}
+    sizes = list(axes.values())
+    for name, size in axes.items():
+        if not (isinstance(size, int) and (size >= 1 or size == -1)):
+            raise ConfigError(f"invalid mesh axis {name}={size!r}: must be a positive integer")
+    if sizes.count(-1) > 1:
+        raise ConfigError(f"invalid mesh {axes}: at most one axis size may be -1 (the rest)")
+    known = int(np.prod([s for s in sizes if s != -1]))
+    if -1 in sizes:
+        if len(devices) % known:
+            raise ConfigError(
+                f"invalid mesh {axes}: {len(devices)} devices do not divide into axes of "
+                f"product {known}"
+            )
+        sizes[sizes.index(-1)] = len(devices) // known
+    n = int(np.prod(sizes))
+    if n > len(devices):
+        raise ConfigError(
+            f"invalid mesh {dict(zip(axes, sizes, strict=True))}: needs {n} devices, "
+            f"{len(devices)} available"
+        )
+    used = devices[:n]
+    if len({d.process_index for d in used}) < len({d.process_index for d in devices}):
+        # A process without devices in the mesh could not take part in the run.
+        raise ConfigError(
+            f"invalid mesh {dict(zip(axes, sizes, strict=True))}: in a run of "
+            f"{jax.process_count()} processes the mesh must include devices of every "
+            f"process; use all {len(devices)} devices"
+        )
+    return Mesh(np.asarray(used, dtype=object).reshape(sizes), tuple(axes))
+
+
+def data_mesh(num_devices: int | None = None) -> Mesh:
+    """The 1-D `data` mesh over the first `num_devices` devices (all by default)."""
     devices = jax.devices()
-    if num_devices is not None:
-        if not 1 <= num_devices <= len(devices):
-            raise ConfigError(
-                f"invalid num_devices={num_devices}: must be in [1, {len(devices)}] "
-                f"(devices available: {len(devices)})"
-            )
-        devices = devices[:num_devices]
-        if len({d.process_index for d in devices}) < jax.process_count():
-            # A process without devices in the mesh could not take part in the run.
-            raise ConfigError(
-                f"invalid num_devices={num_devices}: in a run of {jax.process_count()} processes "
-                f"the mesh must include devices of every process; leave num_devices unset "
-                f"(all {len(jax.devices())} devices)"
-            )
-    return Mesh(np.asarray(devices), (DATA_AXIS,))
+    if num_devices is not None and not 1 <= num_devices <= len(devices):
+        raise ConfigError(
+            f"invalid num_devices={num_devices}: must be in [1, {len(devices)}] "
+            f"(devices available: {len(devices)})"
+        )
+    return make_mesh({DATA_AXIS: num_devices or len(devices)})
 
 
-def state_sharding(
-    state: Any, mesh: Mesh, num_agents: int, num_envs: int, env_fields: Sequence[str]
+def agent_or_env_sharding(
+    state: Any, mesh: Mesh, num_agents: int, env_fields: Sequence[str]
 ) -> Any:
-    """A pytree of `NamedSharding`s for a vmapped training state (see module docs)."""
+    """Shardings of an agent-stacked pytree on a 1-D `data` mesh (see module docs).
+
+    Agents over `data` when they divide evenly; otherwise the top-level `env_fields`
+    along their environment axis (axis 1) when every such leaf's axis divides;
+    otherwise replicated, with a warning saying why.
+    """
     n = mesh.devices.size
-    replicated = NamedSharding(mesh, PartitionSpec())
+    replicated_ = replicated(mesh)
     if n == 1:
-        return jax.tree.map(lambda _: replicated, state)
+        return jax.tree.map(lambda _: replicated_, state)
     if num_agents % n == 0:
         agent_axis = NamedSharding(mesh, PartitionSpec(DATA_AXIS))
         return jax.tree.map(lambda _: agent_axis, state)
-    if num_envs % n == 0:
+    env_leaves = [
+        leaf
+        for name in env_fields
+        if dataclasses.is_dataclass(state) and hasattr(state, name)
+        for leaf in jax.tree.leaves(getattr(state, name))
+    ]
+    if env_leaves and all(leaf.ndim >= 2 and leaf.shape[1] % n == 0 for leaf in env_leaves):
         env_axis = NamedSharding(mesh, PartitionSpec(None, DATA_AXIS))
 
         def field_sharding(name: str, value: Any) -> Any:
-            spec = env_axis if name in env_fields else replicated
+            spec = env_axis if name in env_fields else replicated_
             return jax.tree.map(lambda _: spec, value)
 
         return type(state)(
-            **{name: field_sharding(name, getattr(state, name)) for name in _field_names(state)}
+            **{
+                f.name: field_sharding(f.name, getattr(state, f.name))
+                for f in dataclasses.fields(state)
+            }
         )
     warnings.warn(
-        f"neither the number of agents ({num_agents}) nor num_envs ({num_envs}) is divisible "
-        f"by the number of devices ({n}); the training state is replicated on every device",
+        f"neither the number of agents ({num_agents}) nor the environment axis of "
+        f"{list(env_fields) or 'any field'} is divisible by the number of devices ({n}); "
+        "the training state is replicated on every device",
         stacklevel=2,
     )
-    return jax.tree.map(lambda _: replicated, state)
+    return jax.tree.map(lambda _: replicated_, state)
+
+
+def with_agent_axis(shardings: Any) -> Any:
+    """Prepends an unsharded agent axis to every `NamedSharding` of a per-agent layout.
+
+    Rules written for one agent (e.g. the LM's FSDP/tensor rules) stay correct once
+    the driver stacks agents on a leading axis: that axis is simply not sharded.
+    """
+    return jax.tree.map(
+        lambda s: NamedSharding(s.mesh, PartitionSpec(None, *s.spec)),
+        shardings,
+        is_leaf=lambda x: isinstance(x, NamedSharding),
+    )
 
 
 def replicated(mesh: Mesh) -> NamedSharding:
     return NamedSharding(mesh, PartitionSpec())
-
-
-def _field_names(state: Any) -> list[str]:
-    import dataclasses
-
-    return [f.name for f in dataclasses.fields(state)]
 
 
 def initialize_distributed(

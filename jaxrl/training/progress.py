@@ -1,4 +1,4 @@
-"""A progress bar with environment steps per second and recent return (tqdm)."""
+"""A progress bar in steps per agent, with throughput and recent return (tqdm)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,16 @@ import numpy as np
 class Progress:
     """Thin wrapper over tqdm that tolerates being disabled."""
 
-    def __init__(self, total: int, initial: int = 0, enabled: bool = True):
+    def __init__(
+        self,
+        total: int,
+        initial: int = 0,
+        enabled: bool = True,
+        unit: str = "env_steps",
+        num_agents: int = 1,
+    ):
+        """`total` and `initial` count `unit`s per agent (what `--total-steps` means);
+        the description says how many agents train side by side."""
         self._bar = None
         if enabled:
             from tqdm.auto import tqdm
@@ -18,7 +27,8 @@ class Progress:
             self._bar = tqdm(
                 total=total,
                 initial=initial,
-                unit="step",
+                desc=f"{num_agents} agent{'s' if num_agents > 1 else ''}",
+                unit=unit.rstrip("s").replace("_", " "),
                 unit_scale=True,
                 dynamic_ncols=True,
                 smoothing=0.3,
@@ -28,9 +38,11 @@ class Progress:
         if self._bar is None:
             return
         returns = [r for r in row.get("episode_return", []) if r is not None]
-        postfix = {"sps": f"{row['steps_per_second']:.3g}"}
+        postfix = {"all agents/s": f"{row['steps_per_second']:.3g}"}
         if returns:
             postfix["return"] = f"{np.mean(returns):.1f}"
+        elif row.get("loss"):
+            postfix["loss"] = f"{np.mean(row['loss']):.4g}"
         self._bar.set_postfix(postfix, refresh=False)
         self._bar.update(steps)
 

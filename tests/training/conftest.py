@@ -70,6 +70,7 @@ NUM_AGENTS = STD_SEEDS * len(STD_SWEEP["lr"])
 SUMMARY_KEYS = (
     "final_return_mean",
     "final_return_std",
+    "final_return_agents",
     "steps_per_second",
     "compile_seconds",
     "wall_seconds",
@@ -170,8 +171,10 @@ def copy_run(reference_run, tmp_path):
 
 @pytest.fixture(scope="session")
 def restore_target(reference_run):
-    """`(algo, state)`: a state with the STD structure (the reference's latest checkpoint)."""
+    """`(algo, fields)`: what a checkpoint of the STD config holds (the state's fields
+    but `checkpoint_exclude`, as a dict), from the reference's latest checkpoint."""
     from jaxrl.evaluation import load_run
+    from jaxrl.training.driver import checkpointed_fields
 
     algo, state, _ = load_run(reference_run)
-    return algo, state
+    return algo, checkpointed_fields(algo, state)

@@ -262,7 +262,7 @@ def test_console_script_help():
     if not script.exists():
         pytest.skip("the jaxrl console script is not installed next to this interpreter")
     done = subprocess.run(
-        [str(script), "train", "--help"],
+        [str(script), "train", "ppo", "--help"],
         env=subprocess_env(),
         capture_output=True,
         text=True,

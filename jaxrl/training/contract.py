@@ -1,0 +1,228 @@
+"""The algorithm contract: what an algorithm object gives the driver, and what it gets back.
+
+Every algorithm, whatever kind of RL it does, is an object that subclasses
+`Algorithm` and is handed to `jaxrl.training.driver.train(algo, run)`. The driver
+owns the loop, chunking, logging, NaN checks, checkpoints, resume, the mesh and
+the run directory; the algorithm owns its state, its step and its hooks. The
+name registry (`"ppo" -> jaxrl.algorithms.ppo`) lives in the API/CLI layer, not
+here and not in the driver.
+
+What an algorithm provides
+--------------------------
+Attributes:
+    name               registry name, recorded in `config.json`.
+    config             the frozen, validated config dataclass.
+    sweepable          names of the config's numeric hyperparameters that live in the
+                       state as float32 leaves (`state.hparams`), so sweeps are a `vmap`.
+    progress_unit      what progress counts: "env_steps", "samples" or "tokens". Run
+                       options given in steps (`checkpoint_every`, `log_every`) count it.
+    steps_per_update   progress units one update makes, per agent.
+    num_updates        updates in the whole run.
+
+Methods:
+    hyperparams(**overrides) -> HyperParams
+        The sweepable hyperparameters as a pytree of float32 scalars (validated).
+    init(key, hparams, params=None) -> State
+        A pure, traceable function. `params` (host arrays or None) starts training
+        from given parameters (a warm start; `load_params()` supplies them by default).
+        The state is a pytree with at least `params` and `update_step` (an int32 count
+        of completed updates).
+
+and **one** of two kinds of step:
+
+* **fused**: `update(state) -> (state, metrics)`, pure. The driver compiles K of
+  them into one XLA program (`lax.scan`) and calls it once per chunk: nothing runs
+  on the host inside a chunk. PPO, DQN, SAC and world models use this.
+* **staged**: an optional `collect(state) -> (state, collected)` (pure, jitted),
+  then `process(collected, host_state) -> (batch, host_state, host_metrics)` in
+  plain Python on the host, then `learn(state, batch) -> (state, metrics)` (pure,
+  jitted). Rewards that check answers or run model-written code in a sandbox,
+  and data loaders with a cursor, live in `process`. SFT and GRPO use this.
+
+`metrics` maps names to scalars (per agent). Names starting with `episode_` are
+averaged weighted by the `episodes` count when an algorithm reports one; a
+`tokens` count is summed and also logged as `tokens_per_second`.
+
+Hooks, each with a default that is today's behaviour (override what you need):
+    make_mesh(num_devices)                    the device mesh; default 1-D `data`.
+    state_sharding(abstract, mesh, agents)    shardings of the stacked state; default:
+                                              agent axis over `data`, else the
+                                              `ENV_FIELDS`' environment axis, else replicated.
+    batch_sharding(abstract, mesh, agents)    staged only: shardings of `learn`'s batch.
+    checkpoint_exclude                        top-level state fields that are frozen or
+                                              derivable (a reference model, a tokenizer
+                                              table): not saved, not fingerprinted;
+                                              `init` rebuilds them on resume.
+    init_host_state(seed, num_agents)         staged only: host state (data cursor, a
+                                              reward process's RNG) as a JSON value,
+                                              saved in checkpoints.
+    load_params() -> params | None            the warm-start parameters passed to `init`.
+    nan_metrics                               metric names whose non-finite value stops
+                                              the run (default `("loss",)`).
+    eval_carry(num_episodes) / act(...)       what `jaxrl.evaluation.evaluate` needs to
+                                              roll out the policy (recurrent carry).
+    evaluate(state, key, num_episodes)        `jaxrl eval`: per-agent results; default
+                                              runs environment episodes with `act`.
+    check_resume(saved_config)                which config changes a resumed run accepts;
+                                              default: none but a larger `total_steps`.
+    finish(state, run_dir) -> dict            extra `summary.json` fields after training
+                                              (e.g. SFT's held-out accuracy and its
+                                              exported `model/` folder).
+
+What the driver guarantees
+--------------------------
+* Agents (seeds x sweep points) are stacked on a leading axis; agent i of every
+  sweep point is initialised from `fold_in(key(seed), i)`.
+* Chunk boundaries (K updates) depend only on the config, so an interrupted and
+  resumed run executes the same compiled programs, on the same data, as an
+  uninterrupted one and ends with the same `params_fingerprint`.
+* Between chunks, and only there: NaN check of `nan_metrics`, one `metrics.jsonl`
+  row (means over the chunk, per agent), progress bar, TensorBoard, checkpoints.
+* Checkpoints hold the state minus `checkpoint_exclude`, as sharded arrays
+  (no gather to one host), plus the host state, and a fingerprint of what they hold.
+
+See docs/ARCHITECTURE.md for a worked example and which hooks each family uses.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import jax
+
+Metrics = Mapping[str, jax.Array]
+
+PROGRESS_UNITS = ("env_steps", "samples", "tokens")
+
+
+class Algorithm:
+    """Base class of every algorithm: the contract's attributes and the default hooks.
+
+    Subclasses set the attributes in `__init__` (they usually depend on the config)
+    and implement `hyperparams`, `init` and either `update` (fused) or `learn`
+    (staged, optionally with `collect` and `process`).
+    """
+
+    name: ClassVar[str] = ""
+    config: Any
+    sweepable: tuple[str, ...] = ()
+    progress_unit: str = "env_steps"
+    steps_per_update: int
+    num_updates: int
+
+    # State fields with a per-environment axis right after the agent axis (default sharding).
+    ENV_FIELDS: ClassVar[tuple[str, ...]] = ()
+    checkpoint_exclude: ClassVar[tuple[str, ...]] = ()
+    nan_metrics: ClassVar[tuple[str, ...]] = ("loss",)
+
+    # ------------------------------------------------------------------ the step kind
+    @property
+    def staged(self) -> bool:
+        """True for a staged step (`learn`), False for a fused one (`update`)."""
+        has_update = type(self).update is not Algorithm.update
+        has_learn = type(self).learn is not Algorithm.learn
+        if has_update == has_learn:
+            raise TypeError(
+                f"{type(self).__name__} must implement exactly one of update (fused step) "
+                "or learn (staged step)"
+            )
+        return has_learn
+
+    def update(self, state: Any) -> tuple[Any, Metrics]:
+        """Fused step: one whole update, pure and traceable."""
+        raise NotImplementedError
+
+    def collect(self, state: Any) -> tuple[Any, Any] | None:
+        """Staged step, phase 1 (jitted). Return None (the default) when there is
+        nothing to compute on the device before `process`, e.g. a data loader."""
+        return None
+
+    def process(self, collected: Any, host_state: Any) -> tuple[Any, Any, Mapping[str, Any]]:
+        """Staged step, phase 2 (host Python): `(batch, host_state, host_metrics)`.
+
+        `collected` has a leading agent axis (numpy); so must `batch`. Host metrics
+        are scalars or per-agent sequences. The default passes `collected` through.
+        """
+        return collected, host_state, {}
+
+    def learn(self, state: Any, batch: Any) -> tuple[Any, Metrics]:
+        """Staged step, phase 3 (jitted): learn from the batch `process` returned."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ hooks
+    def make_mesh(self, num_devices: int | None) -> jax.sharding.Mesh:
+        from jaxrl.training import mesh as mesh_lib
+
+        return mesh_lib.data_mesh(num_devices)
+
+    def state_sharding(self, abstract_state: Any, mesh: jax.sharding.Mesh, num_agents: int) -> Any:
+        from jaxrl.training import mesh as mesh_lib
+
+        return mesh_lib.agent_or_env_sharding(abstract_state, mesh, num_agents, self.ENV_FIELDS)
+
+    def batch_sharding(self, abstract_batch: Any, mesh: jax.sharding.Mesh, num_agents: int) -> Any:
+        from jaxrl.training import mesh as mesh_lib
+
+        return mesh_lib.agent_or_env_sharding(abstract_batch, mesh, num_agents, ())
+
+    def init_host_state(self, seed: int, num_agents: int) -> Any:
+        return None
+
+    def load_params(self) -> Any:
+        return None
+
+    def eval_carry(self, num_episodes: int) -> Any:
+        return None
+
+    def evaluate(self, state: Any, key: jax.Array, num_episodes: int) -> dict[str, Any]:
+        from jaxrl.evaluation import evaluate_episodes
+
+        return evaluate_episodes(self, state, key, num_episodes)
+
+    def check_resume(self, saved_config: Mapping[str, Any]) -> None:
+        """Raises `ConfigError` unless this config may continue a run saved with
+        `saved_config` (its `config.json` section). A run may be extended (a larger
+        `total_steps`); any other change would make the saved state mean something
+        else. Algorithms whose schedules depend on `total_steps` override this to say
+        how an extension changes them (PPO: its learning-rate annealing)."""
+        from jaxrl import config as cfg
+
+        now = cfg.to_dict(self.config)
+        diffs = [
+            f"{key}: saved {saved_config.get(key)!r}, now {value!r}"
+            for key, value in now.items()
+            if key != "total_steps" and json.loads(json.dumps(value)) != saved_config.get(key)
+        ]
+        saved_total = saved_config.get("total_steps")
+        if "total_steps" in now and saved_total is not None and now["total_steps"] < saved_total:
+            diffs.append(
+                f"total_steps: saved {saved_total}, now {now['total_steps']} (a run can be "
+                "extended, not shortened)"
+            )
+        if diffs:
+            raise cfg.ConfigError(
+                "cannot resume with a different config (results would not match an "
+                "uninterrupted run): " + "; ".join(diffs)
+            )
+
+    def finish(self, state: Any, run_dir: Any) -> dict[str, Any]:
+        return {}
+
+
+def check_algorithm(algo: Any) -> None:
+    """Fails early, naming what is missing, if `algo` does not follow the contract."""
+    if not isinstance(algo, Algorithm):
+        raise TypeError(
+            f"{type(algo).__name__} is not a jaxrl.training.contract.Algorithm subclass"
+        )
+    for attr in ("config", "steps_per_update", "num_updates"):
+        if not hasattr(algo, attr):
+            raise TypeError(f"{type(algo).__name__} has no {attr!r} (see training/contract.py)")
+    if algo.progress_unit not in PROGRESS_UNITS:
+        raise TypeError(
+            f"{type(algo).__name__}.progress_unit={algo.progress_unit!r}: must be one of "
+            f"{list(PROGRESS_UNITS)}"
+        )
+    algo.staged  # noqa: B018 - raises when neither or both step kinds are implemented
