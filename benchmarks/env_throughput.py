@@ -36,7 +36,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import shlex
 import statistics
 import subprocess
 import sys
@@ -350,7 +352,9 @@ def _meta(args: argparse.Namespace, gymnax_info: dict[str, Any] | None) -> dict[
     except ImportError:
         gymnasium_version = None
     return {
+        "command": shlex.join(["python", "benchmarks/env_throughput.py", *sys.argv[1:]]),
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "load_average": os.getloadavg(),  # 1, 5, 15 min: how busy the host was
         "steps": args.steps,
         "copies": args.copies,
         "repeats": args.repeats,

@@ -44,6 +44,7 @@ import json
 import os
 import platform
 import resource
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -415,7 +416,12 @@ def main() -> None:
     if args.hf_worker:
         hf_worker()
         return
-    report = run(args)
+    report = {
+        "command": shlex.join(["python", "benchmarks/lm_sampling.py", *sys.argv[1:]]),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "load_average": os.getloadavg(),  # 1, 5, 15 min: how busy the host was
+        **run(args),
+    }
     print_table(report)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import platform
+import shlex
+import sys
 import time
 
 import jax
@@ -72,6 +75,9 @@ def main() -> None:
     out.write_text(
         json.dumps(
             {
+                "command": shlex.join(["python", "benchmarks/ppo_returns.py", *sys.argv[1:]]),
+                "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+                "load_average": os.getloadavg(),  # 1, 5, 15 min: how busy the host was
                 "machine": {
                     "platform": platform.platform(),
                     "devices": [str(d) for d in jax.devices()],

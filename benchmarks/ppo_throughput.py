@@ -14,6 +14,11 @@ line (benchmarks/workers/):
 
 * jaxrl (project venv): `jaxrl.train("ppo", num_seeds=N)`; the driver's own
   `steps_per_second` (compile excluded) and `compile_seconds`.
+* jaxrl-matched: the same, configured to do per update exactly the work rejax
+  does (`MATCHED_WORK` in workers/jaxrl_ppo.py: time limits as terminal, so no
+  critic pass over final observations; per-element gradient clipping;
+  diagnostics off). Against rejax it measures library speed; against jaxrl,
+  the cost of jaxrl's algorithm choices. `--skip-matched` leaves it out.
 * rejax 0.1.3 (venv benchmarks/.venvs/rejax; rejax's PPO breaks on gymnax
   1.0's 6-tuple `step`, so it gets gymnax 0.0.9, with the same jax 0.10.2 as
   ours): `init_state` + `fori_loop(train_iteration)` -- rejax's `train` with
@@ -144,11 +149,28 @@ def print_table(cells: list[dict[str, Any]]) -> None:
                 f"{fmt(c['eval_return_mean'], '.1f'):>7} {fmt(c['train_return_mean'], '.1f'):>9}"
             )
     print("jaxrl/x = jaxrl's throughput / this row's (same group); > 1 means jaxrl is faster.")
+    for seeds in sorted(base):
+        matched = _cell(cells, "jaxrl-matched", seeds)
+        rejax = _cell(cells, "rejax", seeds)
+        if matched and rejax and matched["steps_per_second"] and rejax["steps_per_second"]:
+            cpu = None
+            if matched.get("cpu_steps_per_second") and rejax.get("cpu_steps_per_second"):
+                cpu = matched["cpu_steps_per_second"] / rejax["cpu_steps_per_second"]
+            print(
+                f"matched work, {seeds} seeds: jaxrl-matched / rejax = "
+                f"{matched['steps_per_second'] / rejax['steps_per_second']:.2f} "
+                f"(cpu {fmt(cpu, '.2f')})"
+            )
     if sb3:
         print(
             "1* SB3 runs one seed per process (no vectorisation); "
             "N seeds one after another run at its 1-seed rate."
         )
+
+
+def _cell(cells: list[dict[str, Any]], library: str, seeds: int) -> dict[str, Any] | None:
+    """The summary cell of `library` at `seeds` seeds, if measured."""
+    return next((c for c in cells if c["library"] == library and c["seeds"] == seeds), None)
 
 
 def run_benchmark(args: argparse.Namespace, partial_out: Path | None = None) -> dict[str, Any]:
@@ -184,6 +206,9 @@ def run_benchmark(args: argparse.Namespace, partial_out: Path | None = None) -> 
         for seeds in args.seeds:
             print(f"[repeat {rep + 1}/{args.repeats}] seeds={seeds}", flush=True)
             jobs = [(sys.executable, "jaxrl_ppo.py", {**common, "seeds": seeds, "seed": rep})]
+            if not args.skip_matched:
+                matched = {**common, "seeds": seeds, "seed": rep, "variant": "matched"}
+                jobs.append((sys.executable, "jaxrl_ppo.py", matched))
             if rejax_py:
                 jobs.append((rejax_py, "rejax_ppo.py", {**common, "seeds": seeds, "seed": rep}))
             if rep % 2:  # alternate who goes first
@@ -219,7 +244,7 @@ def run_benchmark(args: argparse.Namespace, partial_out: Path | None = None) -> 
             flush=True,
         )
 
-    order = {"jaxrl": 0, "rejax": 2, "sb3": 3}
+    order = {"jaxrl": 0, "jaxrl-matched": 1, "rejax": 2, "sb3": 3}
     cells = sorted(
         (summarise(r) for r in runs.values()),
         key=lambda c: (c["seeds"], order.get(c["library"], 1)),
@@ -261,6 +286,14 @@ def run_profile(args: argparse.Namespace) -> dict[str, Any]:
     return {"profile": out}
 
 
+def _matched_work() -> dict[str, Any]:
+    """The jaxrl-matched row's extra config options (read from the worker, one source)."""
+    sys.path.insert(0, str(WORKERS))
+    from jaxrl_ppo import MATCHED_WORK
+
+    return dict(MATCHED_WORK)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -278,6 +311,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--skip-sb3", action="store_true")
     p.add_argument("--skip-rejax", action="store_true")
+    p.add_argument(
+        "--skip-matched", action="store_true", help="leave out the jaxrl-matched (matched-work) row"
+    )
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument(
         "--log-every",
@@ -325,6 +361,7 @@ def main(argv: list[str] | None = None) -> int:
             "hidden_sizes": [64, 64],
             "activation": "tanh",
         },
+        "matched_work": _matched_work(),
     }
     if args.profile:
         # Stored under "profile" in the results file, next to the benchmark's own results.

@@ -29,7 +29,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from . import _prng, spaces
+from jaxrl import prng
+
+from . import spaces
 
 __all__ = ["EnvState", "EnvParams", "Environment", "StepResult", "require"]
 
@@ -151,7 +153,7 @@ class Environment(Generic[TState, TParams]):
         _validate(params)
         spaces.check_action(self.action_space(params), action, self.name)
         if self.step_is_stochastic(params) and self.stochastic_reset:
-            key_step, key_reset = _prng.split(key)  # == jax.random.split(key)
+            key_step, key_reset = prng.split(key)  # == jax.random.split(key)
         else:
             key_step = key_reset = key  # at most one of the two draws from it
         obs_step, state_step, reward, terminated, info = self.step_env(

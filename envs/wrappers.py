@@ -39,6 +39,10 @@ stack; `NormalizeObservation` reads `options["obs_stats"]` and `ScaleReward`
 reads `options["reward_stats"]` to start from given statistics (for example,
 the frozen training statistics during evaluation).
 
+Shared pieces. The running statistics are `jaxrl.running_stats`'s, and the episode
+and reward-scaling arithmetic is `jaxrl.acting`'s (`track_episodes`, `scale_reward`),
+the same functions agents call in their own rollouts.
+
 Recommended order (innermost first), as in PureJaxRL:
 `LogWrapper(TimeLimit(env))` then observation/reward normalisation outside,
 so the logged returns are those of the raw rewards.
@@ -55,6 +59,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from jaxrl.acting import EpisodeStats, scale_reward, track_episodes
+from jaxrl.running_stats import RunningStats, init_stats, normalize, update_stats
+
 from . import spaces
 from .core import Environment, StepResult
 
@@ -66,11 +73,6 @@ __all__ = [
     "step_with_truncation",
     "LogWrapper",
     "LogState",
-    "RunningStats",
-    "init_stats",
-    "update_stats",
-    "merge_stats",
-    "normalize",
     "NormalizeObservation",
     "NormalizeObservationState",
     "ScaleReward",
@@ -275,12 +277,13 @@ class LogWrapper(Wrapper):
             key, state.inner_state, action, params, truncate
         )
         done = _done(terminated, truncated)
-        ret = state.episode_returns + jnp.asarray(reward, jnp.float32)
-        length = state.episode_lengths + 1
+        running = EpisodeStats(state.episode_returns, state.episode_lengths)
+        running, ended = track_episodes(running, jnp.asarray(reward, jnp.float32), done)
+        ret, length = ended.episode_return, ended.episode_length
         new_state = LogState(
             inner_state=inner,
-            episode_returns=jnp.where(done, 0.0, ret),
-            episode_lengths=jnp.where(done, 0, length),
+            episode_returns=running.episode_return,
+            episode_lengths=running.episode_length,
             returned_episode_returns=jnp.where(done, ret, state.returned_episode_returns),
             returned_episode_lengths=jnp.where(done, length, state.returned_episode_lengths),
             timestep=state.timestep + 1,
@@ -296,86 +299,6 @@ class LogWrapper(Wrapper):
             "timestep": new_state.timestep,
         }
         return obs, new_state, reward, terminated, truncated, info
-
-
-# --------------------------------------------------------------------------- running statistics
-
-
-@struct.dataclass
-class RunningStats:
-    """Running mean and (population) variance of a stream, with its sample count.
-
-    Starts as gymnasium's `RunningMeanStd`: mean 0, var 1, count `1e-4` (a tiny
-    prior that keeps the first normalisation finite). `count` is float32, so it
-    stops growing past 2**24 samples per copy; the statistics then behave as an
-    exponential average with weight 2**-24, which is harmless.
-    """
-
-    mean: jax.Array
-    var: jax.Array
-    count: jax.Array
-
-
-def init_stats(shape: tuple[int, ...], prior_count: float = 1e-4) -> RunningStats:
-    """Fresh statistics for values of `shape`."""
-    return RunningStats(
-        mean=jnp.zeros(shape, jnp.float32),
-        var=jnp.ones(shape, jnp.float32),
-        count=jnp.asarray(prior_count, jnp.float32),
-    )
-
-
-def _merge_moments(
-    stats: RunningStats, batch_mean: jax.Array, batch_var: jax.Array, batch_count: jax.Array
-) -> RunningStats:
-    """Chan et al.'s parallel-variance merge of two sets of moments."""
-    delta = batch_mean - stats.mean
-    total = stats.count + batch_count
-    mean = stats.mean + delta * (batch_count / total)
-    m2 = stats.var * stats.count + batch_var * batch_count
-    m2 = m2 + jnp.square(delta) * (stats.count * batch_count / total)
-    return RunningStats(mean=mean, var=m2 / total, count=total)
-
-
-def update_stats(stats: RunningStats, x: jax.Array, axis_name: str | None = None) -> RunningStats:
-    """Adds one sample `x` (Welford update), or, with `axis_name`, the whole batch.
-
-    With `axis_name`, this must run under `jax.vmap(..., axis_name=axis_name)`:
-    the samples of all copies along that axis are merged (one parallel-variance
-    update), so every copy holds the same, shared statistics.
-    """
-    x = jnp.asarray(x, jnp.float32)
-    if axis_name is None:
-        return _merge_moments(stats, x, jnp.zeros_like(x), jnp.ones((), jnp.float32))
-    batch_mean = jax.lax.pmean(x, axis_name)
-    batch_var = jax.lax.pmean(jnp.square(x - batch_mean), axis_name)
-    batch_count = jax.lax.psum(jnp.ones((), jnp.float32), axis_name)
-    return _merge_moments(stats, batch_mean, batch_var, batch_count)
-
-
-def merge_stats(stats: RunningStats) -> RunningStats:
-    """Combines independent statistics stacked along the leading axis into one.
-
-    For `jax.vmap`ped environments, each copy keeps its own statistics; this
-    gives the statistics of all their samples together (exact: the counts
-    weight the means, and the spread of the means adds to the variance). Use it
-    to report or freeze statistics, e.g. `merge_stats(find_state(s,
-    NormalizeObservationState).stats)`, then evaluate with
-    `reset(..., options={"obs_stats": merged})` and `update_stats=False`.
-    Merging copies that were already synchronised counts their shared history
-    once per copy; to share statistics during training use `axis_name` instead.
-    """
-    total = jnp.sum(stats.count)
-    weights = stats.count / total
-    weights = weights.reshape(weights.shape + (1,) * (stats.mean.ndim - 1))
-    mean = jnp.sum(weights * stats.mean, axis=0)
-    var = jnp.sum(weights * (stats.var + jnp.square(stats.mean - mean)), axis=0)
-    return RunningStats(mean=mean, var=var, count=total)
-
-
-def normalize(x: jax.Array, stats: RunningStats, epsilon: float = 1e-8) -> jax.Array:
-    """`(x - mean) / sqrt(var + epsilon)` in float32."""
-    return (jnp.asarray(x, jnp.float32) - stats.mean) / jnp.sqrt(stats.var + epsilon)
 
 
 def _box_or_raise(space: spaces.Space, wrapper: str, what: str) -> spaces.Box:
@@ -404,7 +327,7 @@ class NormalizeObservation(Wrapper):
     Each `vmap`ped copy keeps its own statistics. To share them across a batch,
     pass `axis_name` and vmap the environment with the same `axis_name` (both
     `reset` and `step`): every update then merges the batch's samples. To
-    combine independent statistics after the fact, use `merge_stats`.
+    combine independent statistics after the fact, use `jaxrl.running_stats.merge_stats`.
     Start from given statistics with `reset(key, params, {"obs_stats": stats})`.
     """
 
@@ -430,8 +353,7 @@ class NormalizeObservation(Wrapper):
         return spaces.Box(-bound, bound, shape, jnp.float32)
 
     def _normalize(self, obs: jax.Array, stats: RunningStats) -> jax.Array:
-        out = normalize(obs, stats, self.epsilon)
-        return out if self.clip is None else jnp.clip(out, -self.clip, self.clip)
+        return normalize(stats, obs, self.clip, self.epsilon)
 
     def _update(self, stats: RunningStats, obs: jax.Array) -> RunningStats:
         return update_stats(stats, obs, self.axis_name) if self.update_stats else stats
@@ -513,14 +435,18 @@ class ScaleReward(Wrapper):
         obs, inner, reward, terminated, truncated, info = super().wrapped_step(
             key, state.inner_state, action, params, truncate
         )
-        ret = self.gamma * state.discounted_return + jnp.asarray(reward, jnp.float32)
-        stats = state.stats
-        if self.update_stats:
-            stats = update_stats(stats, ret, self.axis_name)
-        scaled = reward / jnp.sqrt(stats.var + self.epsilon)
-        done = _done(terminated, truncated)
-        new_state = ScaleRewardState(inner, jnp.where(done, 0.0, ret), stats)
-        return obs, new_state, scaled.astype(jnp.float32), terminated, truncated, info
+        stats, discounted_return, scaled = scale_reward(
+            state.stats,
+            state.discounted_return,
+            jnp.asarray(reward, jnp.float32),
+            _done(terminated, truncated),
+            self.gamma,
+            epsilon=self.epsilon,
+            update=self.update_stats,
+            axis_name=self.axis_name,
+        )
+        new_state = ScaleRewardState(inner, discounted_return, stats)
+        return obs, new_state, scaled, terminated, truncated, info
 
 
 # --------------------------------------------------------------------------- actions

@@ -12,6 +12,18 @@ CPU time (`train_cpu_seconds`), giving `cpu_steps_per_second` (steps per
 CPU-second of the training chunks, all threads), which is far less sensitive
 than wall time to other processes on a shared machine.
 
+`"variant": "matched"` (the benchmark's matched-work row, library name
+`jaxrl-matched`) adds `MATCHED_WORK`: the config options that make one jaxrl
+update do what one rejax update does (see `benchmarks/workers/rejax_ppo.py`):
+time limits treated as terminal (rejax's gymnax 0.0.9 `step` returns one `done`,
+so it never bootstraps truncations; jaxrl then skips its critic pass over final
+observations), per-element gradient clipping (rejax's `optax.clip`; jaxrl's
+default is the global norm), and no diagnostics (rejax computes no approx-KL,
+clip fraction or loss breakdown). What remains different is how each library
+computes the same thing, which is what the row measures. One small difference
+in work is left: jaxrl tracks training episode returns (a few adds per step),
+rejax does not.
+
 Returns: `eval_return_mean` is the mean over seeds of the mean undiscounted
 return of `eval_episodes` fresh episodes with the final *stochastic* policy
 (the protocol of rejax's built-in evaluation); `train_return_mean` is the
@@ -44,6 +56,10 @@ HPARAMS = dict(
     hidden_sizes=(64, 64),
     activation="tanh",
 )
+
+# What rejax's PPO does per update, as jaxrl config options (the matched-work row).
+MATCHED_WORK = dict(bootstrap_truncation=False, grad_clip="per_element", diagnostics=False)
+VARIANTS = {"default": ("jaxrl", {}), "matched": ("jaxrl-matched", MATCHED_WORK)}
 
 
 def evaluate_stochastic(algo, state, key, num_episodes: int):
@@ -89,6 +105,10 @@ def main(args: dict) -> dict:
     import jaxrl
 
     seeds = int(args.get("seeds", 1))
+    variant = args.get("variant", "default")
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}: must be one of {sorted(VARIANTS)}")
+    library, extra = VARIANTS[variant]
     result = jaxrl.train(
         "ppo",
         env="CartPole-v1",
@@ -98,6 +118,7 @@ def main(args: dict) -> dict:
         seed=int(args.get("seed", 0)),
         log_every=args.get("log_every"),
         **HPARAMS,
+        **extra,
     )
     s = result.summary
     compile_cpu, train_cpu = s["compile_cpu_seconds"], s["train_cpu_seconds"]
@@ -106,7 +127,8 @@ def main(args: dict) -> dict:
         result.algorithm, result.state, jax.random.key(12345), int(args.get("eval_episodes", 128))
     )
     return {
-        "library": "jaxrl",
+        "library": library,
+        "variant": variant,
         "jax_version": jax.__version__,
         "seeds": seeds,
         "total_steps": s["env_steps_per_agent"],

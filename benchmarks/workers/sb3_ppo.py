@@ -21,6 +21,9 @@ Keep this file free of jaxrl imports: it runs in another virtualenv.
 from __future__ import annotations
 
 import json
+import os
+import pathlib
+import shlex
 import sys
 import time
 
@@ -101,5 +104,15 @@ def main(args: dict) -> dict:
 
 
 if __name__ == "__main__":
+    # argv: [config JSON] [results file]; the results file, when given, gets the result
+    # with its command, date and host load, so a figure quoted from it has a source.
     result = main(json.loads(sys.argv[1]) if len(sys.argv) > 1 else {"total_steps": 50_000})
     print(json.dumps(result), flush=True)
+    if len(sys.argv) > 2:
+        record = {
+            "command": shlex.join(["python", "benchmarks/workers/sb3_ppo.py", *sys.argv[1:]]),
+            "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "load_average": os.getloadavg(),
+            "result": result,
+        }
+        pathlib.Path(sys.argv[2]).write_text(json.dumps(record, indent=2) + "\n")

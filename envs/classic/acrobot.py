@@ -17,7 +17,9 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from .. import _prng, spaces
+from jaxrl import prng
+
+from .. import spaces
 from ..core import Environment, EnvParams, EnvState, require
 
 
@@ -94,7 +96,7 @@ class Acrobot(Environment[AcrobotState, AcrobotParams]):
 
     def reset_env(self, key: jax.Array, params: AcrobotParams) -> tuple[jax.Array, AcrobotState]:
         # gymnasium: all four state variables ~ U(-0.1, 0.1).
-        th1, th2, v1, v2 = _prng.uniform(key, (4,), minval=-0.1, maxval=0.1)
+        th1, th2, v1, v2 = prng.uniform(key, (4,), minval=-0.1, maxval=0.1)
         state = AcrobotState(
             joint_angle1=th1,
             joint_angle2=th2,
@@ -109,7 +111,7 @@ class Acrobot(Environment[AcrobotState, AcrobotParams]):
     ) -> tuple[jax.Array, AcrobotState, jax.Array, jax.Array, dict[str, Any]]:
         torque = (jnp.clip(action, 0, 2) - 1).astype(jnp.float32)
         if self.step_is_stochastic(params):  # static: no draw is traced without noise
-            noise = _prng.uniform(key, (), minval=-1.0, maxval=1.0) * params.torque_noise_max
+            noise = prng.uniform(key, (), minval=-1.0, maxval=1.0) * params.torque_noise_max
             torque = torque + noise
         s = jnp.stack([state.joint_angle1, state.joint_angle2, state.velocity_1, state.velocity_2])
         ns = rk4_step(lambda y: _dsdt(y, torque, params), s, params.dt)

@@ -16,7 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from .. import _prng, spaces
+from jaxrl import prng
+
+from .. import spaces
 from ..core import Environment, EnvParams, EnvState, require
 
 
@@ -64,7 +66,7 @@ class CartPole(Environment[CartPoleState, CartPoleParams]):
         return CartPoleParams()
 
     def reset_env(self, key: jax.Array, params: CartPoleParams) -> tuple[jax.Array, CartPoleState]:
-        x, x_dot, theta, theta_dot = _prng.uniform(key, (4,), minval=-0.05, maxval=0.05)
+        x, x_dot, theta, theta_dot = prng.uniform(key, (4,), minval=-0.05, maxval=0.05)
         state = CartPoleState(
             x=x, x_dot=x_dot, theta=theta, theta_dot=theta_dot, time=jnp.zeros((), jnp.int32)
         )

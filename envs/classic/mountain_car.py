@@ -14,7 +14,9 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from .. import _prng, spaces
+from jaxrl import prng
+
+from .. import spaces
 from ..core import Environment, EnvParams, EnvState, require
 
 
@@ -89,7 +91,7 @@ def valley_obs_space(params: Any) -> spaces.Box:
 
 def valley_reset(key: jax.Array) -> tuple[jax.Array, jax.Array]:
     """gymnasium's start: position ~ U(-0.6, -0.4), at rest."""
-    position = _prng.uniform(key, (), minval=-0.6, maxval=-0.4)
+    position = prng.uniform(key, (), minval=-0.6, maxval=-0.4)
     return position, jnp.zeros((), jnp.float32)
 
 

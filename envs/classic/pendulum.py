@@ -18,7 +18,9 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from .. import _prng, spaces
+from jaxrl import prng
+
+from .. import spaces
 from ..core import Environment, EnvParams, EnvState, require
 
 
@@ -77,7 +79,7 @@ class Pendulum(Environment[PendulumState, PendulumParams]):
     def reset_env(self, key: jax.Array, params: PendulumParams) -> tuple[jax.Array, PendulumState]:
         # gymnasium: theta ~ U(-pi, pi), theta_dot ~ U(-1, 1).
         high = jnp.array([math.pi, 1.0], jnp.float32)
-        theta, theta_dot = _prng.uniform(key, (2,), minval=-high, maxval=high)
+        theta, theta_dot = prng.uniform(key, (2,), minval=-high, maxval=high)
         state = PendulumState(
             theta=theta,
             theta_dot=theta_dot,

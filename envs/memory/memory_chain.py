@@ -32,7 +32,9 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from .. import _prng, spaces
+from jaxrl import prng
+
+from .. import spaces
 from ..core import Environment, EnvParams, EnvState
 
 
@@ -76,7 +78,7 @@ class MemoryChain(Environment[MemoryChainState, MemoryChainParams]):
     def reset_env(
         self, key: jax.Array, params: MemoryChainParams
     ) -> tuple[jax.Array, MemoryChainState]:
-        cue = _prng.bernoulli(key).astype(jnp.int32)
+        cue = prng.bernoulli(key).astype(jnp.int32)
         state = MemoryChainState(cue=cue, time=jnp.zeros((), jnp.int32))
         return self.get_obs(state), state
 

@@ -17,7 +17,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from .. import _prng
+from jaxrl import prng
+
 from ..core import require
 from .common import (
     DOWN,
@@ -85,7 +86,7 @@ class AsterixDraws:
 def sample_draws(key: jax.Array, state: AsterixState) -> AsterixDraws:
     """Draws a spawn as MinAtar does: side 1/2, gold 1/3, a uniformly random free lane."""
     # One uniform draw for all three (cheaper to compile than three samplers).
-    u_lr, u_gold, u_slot = _prng.uniform(key, (3,))
+    u_lr, u_gold, u_slot = prng.uniform(key, (3,))
     num_free = jnp.sum(state.entities[:, ALIVE] == 0)
     rank = jnp.floor(u_slot * num_free).astype(jnp.int32)
     return AsterixDraws(

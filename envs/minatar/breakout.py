@@ -15,7 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from .. import _prng
+from jaxrl import prng
+
 from .common import (
     LEFT,
     RIGHT,
@@ -81,7 +82,7 @@ class Breakout(MinAtarEnvironment[BreakoutState, BreakoutParams]):
     def reset_env(self, key: jax.Array, params: BreakoutParams) -> tuple[jax.Array, BreakoutState]:
         # Ball starts at row 3, either at the left wall heading down-right or the right
         # wall heading down-left.
-        right = _prng.bernoulli(key)
+        right = prng.bernoulli(key)
         ball_x = jnp.where(right, 9, 0).astype(jnp.int32)
         state = BreakoutState(
             ball_y=jnp.int32(3),

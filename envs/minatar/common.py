@@ -23,7 +23,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from .. import _prng, spaces
+from jaxrl import prng
+
+from .. import spaces
 from ..core import Environment, EnvParams, EnvState, require
 
 __all__ = [
@@ -92,7 +94,7 @@ def sticky_action(
     key: jax.Array, action: jax.Array, last_action: jax.Array, prob: jax.Array
 ) -> jax.Array:
     """With probability `prob`, returns `last_action` instead of `action` (MinAtar's rule)."""
-    repeat = _prng.uniform(key) < prob
+    repeat = prng.uniform(key) < prob
     return jnp.where(repeat, last_action, action)
 
 
@@ -150,7 +152,7 @@ class MinAtarEnvironment(Environment[TState, TParams], Generic[TState, TParams])
     ) -> tuple[jax.Array, TState, jax.Array, jax.Array, dict[str, Any]]:
         """Resolves the sticky action, samples the step's random outcomes, applies the rules."""
         if self.has_draws:
-            key_sticky, key_draws = _prng.split(key)  # == jax.random.split(key)
+            key_sticky, key_draws = prng.split(key)  # == jax.random.split(key)
         else:
             key_sticky = key_draws = key  # sample_draws ignores its key
         # Out-of-range indices are clipped: values cannot be checked under jit.

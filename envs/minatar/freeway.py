@@ -19,7 +19,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from .. import _prng
+from jaxrl import prng
+
 from ..core import require
 from .common import (
     DOWN,
@@ -58,7 +59,7 @@ class FreewayParams(MinAtarParams):
 
 def sample_speeds(key: jax.Array) -> jax.Array:
     """Eight signed car speeds: magnitude uniform in 1..5, direction +-1 with equal odds."""
-    u_speed, u_dir = _prng.uniform(key, (2, NUM_CARS))  # one draw: cheap to compile
+    u_speed, u_dir = prng.uniform(key, (2, NUM_CARS))  # one draw: cheap to compile
     speed = jnp.minimum(1 + jnp.floor(u_speed * 5), 5).astype(jnp.int32)
     return jnp.where(u_dir < 0.5, -speed, speed)
 

@@ -1,13 +1,18 @@
-"""Algorithm registry. Each algorithm is a folder: `config.py` (hyperparameters,
-validation, presets), `losses.py` (pure losses), `networks.py`, `train.py`
-(`init` and the pure `update`). To add one, create the folder and a line below."""
+"""Algorithm registry: names for the API and CLI layer (the driver takes objects).
+
+Each algorithm is a folder: `config.py` (hyperparameters, validation, presets),
+`losses.py` (pure losses), `networks.py`, `train.py` (the `Algorithm` subclass
+of `jaxrl/training/contract.py`). To add one, create the folder and a line below."""
 
 from __future__ import annotations
 
 import importlib
 from types import ModuleType
 
-_ALGORITHMS = {"ppo": "jaxrl.algorithms.ppo"}
+_ALGORITHMS = {
+    "ppo": "jaxrl.algorithms.ppo",
+    "sft": "jaxrl.algorithms.sft",
+}
 
 
 def names() -> list[str]:
@@ -15,7 +20,8 @@ def names() -> list[str]:
 
 
 def get(name: str) -> ModuleType:
-    """The algorithm's module, exposing `default_config(env)`, `make(config)` and `SWEEPABLE`."""
+    """The algorithm's module, exposing `Config`, `default_config(env)` (or
+    `default_config()` when it trains on a task), `make(config)` and `SWEEPABLE`."""
     if name not in _ALGORITHMS:
         raise ValueError(f"unknown algorithm {name!r}; available: {names()}")
     return importlib.import_module(_ALGORITHMS[name])

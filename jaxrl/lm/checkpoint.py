@@ -27,6 +27,7 @@ from safetensors.numpy import save_file
 
 from jaxrl.lm.config import ModelConfig
 from jaxrl.lm.model import Transformer
+from jaxrl.lm.sharding import param_shapes, param_shardings  # param_shapes re-exported
 
 CONFIG_NAME = "config.json"
 SINGLE_FILE = "model.safetensors"
@@ -57,14 +58,6 @@ def hf_name(path: tuple[str, ...]) -> str:
 def _is_transposed(path: tuple[str, ...]) -> bool:
     """Flax Dense kernels are (in, out); torch Linear weights are (out, in)."""
     return path[-1] == "kernel"
-
-
-def param_shapes(config: ModelConfig) -> dict[tuple[str, ...], tuple[int, ...]]:
-    """Flat {flax path: shape} of the model's params (abstract init, no FLOPs)."""
-    model = Transformer(config)
-    tokens = jax.ShapeDtypeStruct((1, 1), jnp.int32)
-    abstract = jax.eval_shape(model.init, jax.random.key(0), tokens)["params"]
-    return {k: tuple(v.shape) for k, v in flax.traverse_util.flatten_dict(abstract).items()}
 
 
 # -- reading ------------------------------------------------------------------------------
@@ -177,8 +170,6 @@ def from_pretrained(
     )
     shardings = None
     if mesh is not None:
-        from jaxrl.lm.sharding import param_shardings  # local: sharding imports this module
-
         shardings = param_shardings(config, mesh)
     return Transformer(config), load_params(path, config, shardings=shardings)
 

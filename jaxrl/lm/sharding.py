@@ -20,10 +20,12 @@ from typing import Any
 
 import flax
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from jaxrl.lm.config import ModelConfig
+from jaxrl.lm.model import Transformer
 
 MESH_AXES = ("data", "fsdp", "tensor")
 
@@ -115,10 +117,20 @@ def tree_shardings(tree: Any, mesh: Mesh, rules: Rules = DEFAULT_RULES) -> Any:
     return {"params": out} if isinstance(tree, Mapping) and "params" in tree else out
 
 
+def param_shapes(config: ModelConfig) -> dict[tuple[str, ...], tuple[int, ...]]:
+    """Flat {flax path: shape} of `Transformer(config)`'s params (abstract init, no FLOPs).
+
+    Lives here because the shardings are computed from it, and `checkpoint.py` (which
+    imports this module to place loaded weights) checks loaded tensors against it.
+    """
+    model = Transformer(config)
+    tokens = jax.ShapeDtypeStruct((1, 1), jnp.int32)
+    abstract = jax.eval_shape(model.init, jax.random.key(0), tokens)["params"]
+    return {k: tuple(v.shape) for k, v in flax.traverse_util.flatten_dict(abstract).items()}
+
+
 def param_shardings(config: ModelConfig, mesh: Mesh, rules: Rules = DEFAULT_RULES) -> dict:
     """{"params": NamedSharding pytree} for `Transformer(config)` (no arrays allocated)."""
-    from jaxrl.lm.checkpoint import param_shapes  # local: checkpoint imports this lazily
-
     shapes = {
         p: jax.ShapeDtypeStruct(s, config.params_dtype) for p, s in param_shapes(config).items()
     }

@@ -4,7 +4,7 @@ Written here rather than taken from distrax/tfp to keep the dependency set to
 jax/flax/optax and because PPO needs only these three, each a few lines.
 Log-probabilities of multi-dimensional actions are summed over the last axis.
 
-Sampling draws its noise with `jaxrl.envs._prng` (Threefry as straight-line code, the
+Sampling draws its noise with `jaxrl.prng` (Threefry as straight-line code, the
 same hash as `jax.random`): on CPU, `jax.random`'s rolled hash loop made the three
 random draws of a PPO rollout step cost more than the policy network.
 """
@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl.envs import _prng
+from jaxrl import prng
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -30,7 +30,7 @@ class Categorical:
 
     def sample(self, key: jax.Array) -> jax.Array:
         # Gumbel-max: argmax(logits + Gumbel noise) is a draw from softmax(logits).
-        noise = _prng.gumbel(key, self.logits.shape)
+        noise = prng.gumbel(key, self.logits.shape)
         return jnp.argmax(self.logits + noise, axis=-1).astype(jnp.int32)
 
     def log_prob(self, action: jax.Array) -> jax.Array:
@@ -53,7 +53,7 @@ class DiagGaussian:
     log_std: jax.Array
 
     def sample(self, key: jax.Array) -> jax.Array:
-        noise = _prng.normal(key, self.mean.shape).astype(self.mean.dtype)
+        noise = prng.normal(key, self.mean.shape).astype(self.mean.dtype)
         return self.mean + jnp.exp(self.log_std) * noise
 
     def log_prob(self, action: jax.Array) -> jax.Array:

@@ -278,6 +278,7 @@ def train(algo: Algorithm, run: RunConfig, *, init_params: Any = None) -> TrainR
         history,
         agents=agents,
         run=run,
+        final_update=start_update + updates_run,
         steps_run=updates_run * algo.steps_per_update * agents.num_agents,
         train_clock=train_clock,
         compile_clock=compile_clock,
@@ -715,7 +716,9 @@ def _log_row(metrics: dict[str, np.ndarray], update: int, algo: Algorithm, sps: 
     return row
 
 
-def _summary(algo, state, history, *, agents, run, steps_run, train_clock, compile_clock):
+def _summary(
+    algo, state, history, *, agents, run, final_update, steps_run, train_clock, compile_clock
+):
     """summary.json: throughput of this process's training calls, the parameters'
     fingerprint and, for algorithms that report episodes, the final returns (from
     the logged rows, which a resumed run has exactly as an uninterrupted one)."""
@@ -733,8 +736,7 @@ def _summary(algo, state, history, *, agents, run, steps_run, train_clock, compi
         "params_fingerprint": tree_fingerprint(state.params),
         "num_agents": agents.num_agents,
         "num_seeds": run.num_seeds,
-        f"{algo.progress_unit}_per_agent": int(np.asarray(state.update_step).reshape(-1)[0])
-        * algo.steps_per_update,
+        f"{algo.progress_unit}_per_agent": final_update * algo.steps_per_update,
         "num_devices": len(jax.devices()) if run.num_devices is None else run.num_devices,
     }
     if tokens and elapsed:

@@ -15,9 +15,10 @@ def test_clipped_surrogate_hand_computed():
     log_prob = jnp.array([0.5, -0.5, 0.0])
     old = jnp.zeros(3)
     adv = jnp.array([1.0, -1.0, 2.0])
-    loss, stats = losses.clipped_surrogate_loss(log_prob, old, adv, 0.2)
+    loss = losses.clipped_surrogate_loss(log_prob, old, adv, 0.2)
     expected = -(1.2 * 1.0 + 0.8 * -1.0 + 1.0 * 2.0) / 3
     assert float(loss) == pytest.approx(expected, rel=1e-6)
+    stats = losses.ratio_diagnostics(log_prob, old, 0.2)
     assert float(stats["clip_fraction"]) == pytest.approx(2 / 3)
     r = np.exp([0.5, -0.5, 0.0])
     assert float(stats["approx_kl"]) == pytest.approx(np.mean((r - 1) - np.log(r)), rel=1e-6)
@@ -25,9 +26,7 @@ def test_clipped_surrogate_hand_computed():
 
 def test_surrogate_is_pessimistic_bound():
     # With A > 0 and ratio below 1 - eps, the unclipped term is smaller and must be used.
-    loss, _ = losses.clipped_surrogate_loss(
-        jnp.array([math.log(0.5)]), jnp.zeros(1), jnp.ones(1), 0.2
-    )
+    loss = losses.clipped_surrogate_loss(jnp.array([math.log(0.5)]), jnp.zeros(1), jnp.ones(1), 0.2)
     assert float(loss) == pytest.approx(-0.5)
 
 
@@ -72,3 +71,21 @@ def test_total_loss_combines_terms():
     value = 0.5 * (1 + 4) / 2
     assert float(total) == pytest.approx(policy + 0.5 * value - 0.01 * 0.6, rel=1e-6)
     assert float(stats["entropy"]) == pytest.approx(0.6)
+
+
+def test_total_loss_without_diagnostics_reports_only_the_loss():
+    args = (jnp.array([0.3, -0.2]), jnp.array([0.7, 0.5]), jnp.array([1.0, 2.0]))
+    args += (jnp.zeros(2), jnp.array([0.5, 1.5]), jnp.array([1.0, -1.0]), jnp.array([0.5, 2.5]))
+    kw = dict(clip_eps=0.2, vf_clip_eps=0.2, vf_coef=0.5, ent_coef=0.01, clip_value=True)
+    full, stats = losses.ppo_loss(*args, **kw, normalize_advantages_=True)
+    lean, lean_stats = losses.ppo_loss(*args, **kw, normalize_advantages_=True, diagnostics=False)
+    assert float(lean) == float(full)
+    assert set(lean_stats) == {"loss"}
+    assert set(stats) == {
+        "loss",
+        "policy_loss",
+        "value_loss",
+        "entropy",
+        "clip_fraction",
+        "approx_kl",
+    }

@@ -4,7 +4,8 @@ The gymnax adapter must reproduce gymnax's own trajectories under the same
 keys; the gymnasium export must pass gymnasium's `check_env` and lay out its
 vector infos exactly as gymnasium's `SyncVectorEnv` in SAME_STEP mode.
 Brax and SB3 tests run only where those packages are installed
-(`pytest -m optional`); they live in separate venvs here, see docs/envs.md.
+(`pytest -m optional`); CI runs them in a second venv built by
+.ci/optional_venv.sh (torch CPU, stable-baselines3, transformers, brax).
 """
 
 from __future__ import annotations

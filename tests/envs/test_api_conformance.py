@@ -2,8 +2,12 @@
 
 Parametrised over `envs.registered()`, so environments are covered as they
 land; an id whose module does not exist yet is skipped with the reason.
-Properties are checked with hypothesis over the PRNG seed (few examples,
-derandomized).
+Properties are checked with hypothesis over the PRNG seed: `MAX_EXAMPLES`
+seeds per environment and property (derandomized, so CI is reproducible), each
+a `ROLLOUT_STEPS`-step random rollout. After the one-off compile an example
+costs a few milliseconds, so the count is set by what it buys: 25 independent
+rollouts per environment cross many episode boundaries (auto-reset,
+`final_observation`) even in environments whose episodes last ~20 steps.
 
 Compile time is the cost of this file, so each environment compiles exactly
 three functions, once per module (module-scoped fixture): a batch of
@@ -28,10 +32,11 @@ from hypothesis import strategies as st
 from jaxrl import envs
 from jaxrl.envs import spaces
 
-ROLLOUT_STEPS = 24
+ROLLOUT_STEPS = 64
 SMALL_LIMIT = 4
 NUM_SAMPLES = 256
-SETTINGS = settings(max_examples=3, deadline=None, derandomize=True, database=None)
+MAX_EXAMPLES = 25
+SETTINGS = settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True, database=None)
 SEEDS = st.integers(min_value=0, max_value=2**31 - 1)
 # The batched rollout runs keys [k0, k0, k1]: rows 0 and 1 must be identical.
 BATCH_ROWS = (0, 0, 1)

@@ -3,12 +3,18 @@
 For each environment, 5 episodes (seeds 0-4) are played in gymnasium
 (`gymnasium.make`, so its `TimeLimit` is included) with a fixed action
 sequence: seeds 0-1 act uniformly at random, seeds 2-4 follow a simple
-controller with 25% random actions, so that every environment that can
-terminate both terminates and hits the time limit. Continuous actions are
-drawn from 1.5x the action range to exercise the clipping. Before every step
-gymnasium's internal state (and elapsed-step count) is recorded.
+controller with 25% random actions. Continuous actions are drawn from 1.5x
+the action range to exercise the clipping. Scripted episodes (`SCRIPTED`)
+start from a constructed state, written into gymnasium's environment after
+its reset, to reach the branches random play misses: each of CartPole's four
+limits, termination on the time-limit step, the mountain cars' left wall,
+Pendulum's speed clip. `REQUIRED_BRANCHES` lists every termination and
+truncation condition (and those clamps) of every environment; the one-step
+test counts how often each is reached and fails if one never is. Before every
+step gymnasium's internal state (and elapsed-step count) is recorded.
 
-Two comparisons, both within 1e-4:
+Two comparisons, both within 1e-4 (this is what "step-for-step equal to
+gymnasium" means in the docs):
 
 * one-step (every step of every episode, including the truncation step): our
   `step` is applied to gymnasium's recorded state *re-synced before each step*
@@ -23,6 +29,7 @@ Two comparisons, both within 1e-4:
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import sys
@@ -80,10 +87,100 @@ RESET_BOUNDS = {
 }
 
 
+@dataclasses.dataclass(frozen=True)
+class Scripted:
+    """An episode from a constructed start: `state` (gymnasium's physical state vector)
+    and elapsed steps are written into gymnasium after its reset; `action` is played
+    every step (None: the controller)."""
+
+    branch: str
+    state: tuple[float, ...]
+    elapsed: int = 0
+    action: Any = None
+
+
+# Episodes that reach the branches random and controlled play do not.
+SCRIPTED: dict[str, tuple[Scripted, ...]] = {
+    "CartPole-v1": (
+        Scripted("x > x_threshold", (2.2, 1.5, 0.0, 0.0)),  # balanced, drifting right
+        Scripted("x < -x_threshold", (-2.2, -1.5, 0.0, 0.0)),
+        Scripted("theta > theta_threshold", (0.0, 0.0, 0.15, 0.5), action=0),
+        # Falls on the 500th step: terminated and truncated together, as gymnasium's TimeLimit.
+        Scripted("terminated on the time-limit step", (0.0, 0.0, 0.2, 0.5), 499, action=0),
+    ),
+    "Acrobot-v1": (),
+    "MountainCar-v0": (Scripted("left wall", (-1.15, -0.05)),),  # controller pushes left first
+    "MountainCarContinuous-v0": (Scripted("left wall", (-1.15, -0.05)),),
+    "Pendulum-v1": (Scripted("max speed", (0.0, 7.9), action=np.array([2.0], np.float32)),),
+}
+
+# Every termination and truncation condition (and clamp) that the parity tests must reach.
+REQUIRED_BRANCHES = {
+    "CartPole-v1": {
+        "x > x_threshold",
+        "x < -x_threshold",
+        "theta > theta_threshold",
+        "theta < -theta_threshold",
+        "time limit",
+        "terminated on the time-limit step",
+    },
+    "Acrobot-v1": {"goal", "time limit"},
+    "MountainCar-v0": {"goal", "time limit", "left wall"},
+    "MountainCarContinuous-v0": {"goal", "time limit", "left wall"},
+    "Pendulum-v1": {"time limit", "max speed"},
+}
+
+
+def episodes(env_id: str) -> list[int]:
+    """Episode indices: 0-4 are seeds 0-4, then one per `SCRIPTED` entry."""
+    return list(range(len(SEEDS) + len(SCRIPTED[env_id])))
+
+
+def branches_reached(env_id: str, ep: dict[str, Any]) -> list[str]:
+    """The end condition of a recorded episode, and each clamp hit on the way.
+
+    Read from gymnasium's outputs and states (not ours), so a branch counts only if
+    the reference implementation took it.
+    """
+    reached = []
+    final = ep["next"][-1]
+    if ep["trunc"][-1]:
+        reached.append("time limit")
+    if ep["term"][-1]:
+        if ep["trunc"][-1]:
+            reached.append("terminated on the time-limit step")
+        if env_id == "CartPole-v1":
+            x, theta, limit = final[0], final[2], 12 * 2 * np.pi / 360
+            reached += [name for name, hit in (
+                ("x > x_threshold", x > 2.4), ("x < -x_threshold", x < -2.4),
+                ("theta > theta_threshold", theta > limit),
+                ("theta < -theta_threshold", theta < -limit),
+            ) if hit]  # fmt: skip
+        else:
+            reached.append("goal")
+    if env_id in ("MountainCar-v0", "MountainCarContinuous-v0"):
+        # The continuous version keeps a float32 state: its wall is float32(-1.2).
+        at_wall = np.isclose(ep["next"][:, 0], -1.2, rtol=0, atol=1e-6) & (ep["next"][:, 1] == 0)
+        reached += ["left wall"] * int(at_wall.sum())
+    if env_id == "Pendulum-v1":
+        reached += ["max speed"] * int((np.abs(ep["next"][:, 1]) == 8.0).sum())
+    return reached
+
+
 # ------------------------------------------------------------------ converters
 def gym_state_vector(env_id: str, gym_env: Any) -> np.ndarray:
     """gymnasium's internal physical state as a float64 vector."""
     return np.asarray(gym_env.unwrapped.state, np.float64).reshape(-1)
+
+
+def gym_observation(env_id: str, gym_env: Any) -> np.ndarray:
+    """gymnasium's observation of its current internal state."""
+    inner = gym_env.unwrapped
+    if env_id == "Acrobot-v1":
+        return inner._get_ob()
+    if env_id == "Pendulum-v1":
+        return inner._get_obs()
+    return np.asarray(inner.state, np.float32)
 
 
 def to_our_state(env_id: str, gym_env: Any) -> Any:
@@ -123,15 +220,21 @@ def random_action(space: spaces.Space, rng: np.random.Generator) -> Any:
 
 
 @functools.cache
-def record_episode(env_id: str, seed: int) -> dict[str, Any]:
-    """Plays one gymnasium episode; returns per-step states, actions and outputs."""
+def record_episode(env_id: str, index: int) -> dict[str, Any]:
+    """Plays one gymnasium episode (see `episodes`); returns per-step states, actions
+    and outputs."""
     env, params = envs.make(env_id)
-    rng = np.random.default_rng(seed)
-    epsilon = 1.0 if seed < 2 else 0.25
+    scripted = SCRIPTED[env_id][index - len(SEEDS)] if index >= len(SEEDS) else None
+    rng = np.random.default_rng(index)
+    epsilon = 0.0 if scripted else 1.0 if index < 2 else 0.25
     gym_env = gym.make(env_id)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # gymnasium warns about out-of-range actions
-        obs, _ = gym_env.reset(seed=seed)
+        obs, _ = gym_env.reset(seed=index)
+        if scripted:
+            gym_env.unwrapped.state = np.asarray(scripted.state, np.float64)
+            gym_env._elapsed_steps = scripted.elapsed
+            obs = gym_observation(env_id, gym_env)
         rec: dict[str, list] = {
             k: [] for k in ("state", "action", "obs", "reward", "term", "trunc", "next")
         }
@@ -141,6 +244,8 @@ def record_episode(env_id: str, seed: int) -> dict[str, Any]:
             rec["state"].append(to_our_state(env_id, gym_env))
             if rng.random() < epsilon:
                 action = random_action(env.action_space(params), rng)
+            elif scripted and scripted.action is not None:
+                action = scripted.action
             else:
                 action = controller(env_id, obs)
             obs, reward, terminated, truncated, _ = gym_env.step(action)
@@ -209,10 +314,10 @@ def assert_close(name: str, ours: Any, theirs: Any, where: str) -> None:
 def test_one_step_parity_from_synced_state(env_id: str) -> None:
     _, params, batched_step, _ = compiled(env_id)
     horizon = params.max_steps_in_episode
-    outcomes = set()
-    for seed in SEEDS:
-        ep = record_episode(env_id, seed)
-        n, where = ep["length"], f"{env_id} seed {seed}"
+    reached: collections.Counter[str] = collections.Counter()
+    for index in episodes(env_id):
+        ep = record_episode(env_id, index)
+        n, where = ep["length"], f"{env_id} episode {index}"
         states = jax.tree.map(lambda *xs: pad_to(np.stack(xs), horizon), *ep["state"])
         actions = jnp.asarray(pad_to(ep["action"], horizon))
         obs_before, (_, next_state, reward, terminated, truncated, info) = batched_step(
@@ -231,26 +336,26 @@ def test_one_step_parity_from_synced_state(env_id: str) -> None:
         assert_close("next state", ours, ep["next"][live], where)
         times = np.asarray([int(s.time) for s in ep["state"]])
         np.testing.assert_array_equal(np.asarray(next_state.time)[:n][live], times[live] + 1)
-        outcomes.add("truncated" if ep["trunc"][-1] and not ep["term"][-1] else "terminated")
+        reached.update(branches_reached(env_id, ep))
         if ep["trunc"][-1]:
-            assert n == horizon, f"{where}: gymnasium truncated at {n}, expected {horizon}"
-    # The episodes must cover the time limit and (where possible) termination.
-    expected = {"truncated"} if env_id == "Pendulum-v1" else {"truncated", "terminated"}
-    assert outcomes == expected, f"{env_id}: episodes ended by {outcomes}, need {expected}"
+            assert int(ep["state"][-1].time) + 1 == horizon, f"{where}: truncated off the limit"
+    # A branch that no episode reaches is not tested: every one must be reached.
+    missing = REQUIRED_BRANCHES[env_id] - set(reached)
+    assert not missing, f"{env_id}: no episode reached {sorted(missing)} (reached {dict(reached)})"
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_free_running_parity(env_id: str) -> None:
     _, params, _, rollout = compiled(env_id)
     horizon = params.max_steps_in_episode
-    for seed in SEEDS:
-        ep = record_episode(env_id, seed)
+    for index in episodes(env_id):
+        ep = record_episode(env_id, index)
         n = (
             ep["length"]
             if FREE_RUN_HORIZON[env_id] is None
             else min(ep["length"], FREE_RUN_HORIZON[env_id])
         )
-        where = f"{env_id} seed {seed} (free-running, {n} steps)"
+        where = f"{env_id} episode {index} (free-running, {n} steps)"
         obs, reward, terminated, truncated = rollout(
             ep["initial_state"], jnp.asarray(pad_to(ep["action"], horizon))
         )

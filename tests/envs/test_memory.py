@@ -148,3 +148,23 @@ def test_memory_chain_cue_is_fair_coin_and_configurable_length() -> None:
     _, states = jax.jit(jax.vmap(lambda k: env.reset(k, params)))(keys)
     assert abs(float(states.cue.mean()) - 0.5) < 0.05
     assert set(np.unique(states.cue).tolist()) == {0, 1}
+
+
+def test_memory_chain_time_limit_before_the_answer_truncates_with_return_0() -> None:
+    """The truncation branch: `max_steps_in_episode <= memory_length` cuts every episode
+    before the answer step, so nothing is terminated and no reward is ever paid."""
+    env, params = envs.make("MemoryChain-v0", memory_length=5, max_steps_in_episode=3)
+
+    def play(key: jax.Array) -> Any:
+        _, state = env.reset(key, params)
+
+        def body(state: Any, k: jax.Array) -> tuple[Any, Any]:
+            _, state, reward, terminated, truncated, _ = env.step(k, state, state.cue, params)
+            return state, (reward, terminated, truncated)
+
+        return jax.lax.scan(body, state, jax.random.split(key, 12))[1]
+
+    reward, terminated, truncated = jax.jit(play)(jax.random.key(0))
+    np.testing.assert_array_equal(truncated, np.arange(12) % 3 == 2)  # 4 truncations counted
+    assert int(np.asarray(truncated).sum()) == 4 and not np.asarray(terminated).any()
+    np.testing.assert_array_equal(reward, 0.0)  # answering the cue would have paid +1

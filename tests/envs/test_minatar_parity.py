@@ -9,7 +9,12 @@ free (synced only at episode starts) over the reference's whole trajectory and
 must reproduce every frame, reward, termination and state field exactly.
 Episode starts are partly perturbed (fewer bricks, late difficulty levels,
 nearly cleared waves, the Freeway clock near its end) so that rare branches
-(brick refills, ramps, full lanes, wave clears, time-outs) are reached.
+(brick refills, ramps, full lanes, wave clears, time-outs) are reached. Each
+game's coverage counts every way MinAtar ends it (Breakout: ball missed;
+Asterix: stepping onto an enemy, or an enemy moving onto the player; Freeway:
+the clock; SpaceInvaders: an alien bullet, or aliens reaching the bottom) and
+the test fails if one is never reached. The time-limit truncation that jaxrl
+adds is checked for every registered environment in test_api_conformance.py.
 
 Also checked: sticky-action frequency, frame dtype/shape, the random draws'
 distributions, and that a random policy's mean return and episode length agree
@@ -249,7 +254,7 @@ class Game:
 def _coverage_breakout(pre: Any, post: Any, rec: dict) -> dict[str, int]:
     bricks = lambda s: s.brick_map.sum(axis=(1, 2))
     return {
-        "terminations": int(rec["terminated"].sum()),
+        "terminations (ball missed)": int(rec["terminated"].sum()),  # Breakout's only end
         "bricks broken": int(rec["reward"].sum()),
         "wall refills": int((bricks(post) > bricks(pre)).sum()),
         "ball passes into a brick": int((pre.strike & post.strike).sum()),
@@ -259,8 +264,16 @@ def _coverage_breakout(pre: Any, post: Any, rec: dict) -> dict[str, int]:
 
 def _coverage_asterix(pre: Any, post: Any, rec: dict) -> dict[str, int]:
     full = (pre.entities[:, :, 4] == 1).all(axis=1)
+    # MinAtar ends the game at two places: the player steps onto an enemy (checked before
+    # the entities move), or an enemy moves onto the player.
+    x, y, gold, alive = (pre.entities[:, :, i] for i in (0, 1, 3, 4))
+    on_enemy = (x == post.player_x[:, None]) & (y == post.player_y[:, None]) & (alive == 1)
+    stepped_on = (on_enemy & (gold == 0)).any(axis=1) & rec["terminated"]
     return {
-        "terminations": int(rec["terminated"].sum()),
+        "terminations: player steps onto an enemy": int(stepped_on.sum()),
+        "terminations: an enemy moves onto the player": int(
+            (rec["terminated"] & ~stepped_on).sum()
+        ),
         "gold collected": int(rec["reward"].sum()),
         "spawns": int(rec["random_event"].sum()),
         "spawn timer up with all lanes full": int((full & (pre.spawn_timer == 0)).sum()),
@@ -280,8 +293,13 @@ def _coverage_freeway(pre: Any, post: Any, rec: dict) -> dict[str, int]:
 
 
 def _coverage_space_invaders(pre: Any, post: Any, rec: dict) -> dict[str, int]:
+    # MinAtar ends the game when an alien bullet reaches the player's cell, or when the
+    # aliens reach the bottom row (onto the player, or shifting down from row 9).
+    steps = np.arange(len(post.pos))
+    shot = post.e_bullet_map[steps, 9, post.pos] & rec["terminated"]
     return {
-        "terminations": int(rec["terminated"].sum()),
+        "terminations: shot by an alien": int(shot.sum()),
+        "terminations: aliens reach the bottom": int((rec["terminated"] & ~shot).sum()),
         "aliens shot": int(rec["reward"].sum()),
         "waves cleared": int(
             ((post.alien_map.sum(axis=(1, 2)) == 24) & (pre.alien_map.sum(axis=(1, 2)) < 24)).sum()

@@ -22,6 +22,7 @@ from jaxrl import envs
 from jaxrl.envs import spaces
 from jaxrl.envs import wrappers as W
 from jaxrl.envs.core import Environment, EnvParams, EnvState
+from jaxrl.running_stats import RunningStats
 
 # ----------------------------------------------------------------------------- toy environments
 
@@ -179,27 +180,6 @@ def sequential_reference(samples: np.ndarray, prior: float = 1e-4) -> tuple[np.n
     return mean, var, count
 
 
-def test_update_and_merge_stats_match_numpy():
-    rng = np.random.default_rng(0)
-    sizes = [50, 80, 31]
-    chunks = [rng.normal(i, 1 + i, size=(n, 2)).astype(np.float32) for i, n in enumerate(sizes)]
-    per_env = []
-    for chunk in chunks:
-        stats = W.init_stats((2,))
-        for x in chunk:
-            stats = W.update_stats(stats, x)
-        mean, var, count = sequential_reference(chunk)
-        np.testing.assert_allclose(stats.mean, mean, rtol=1e-5, atol=1e-5)
-        np.testing.assert_allclose(stats.var, var, rtol=1e-4)
-        np.testing.assert_allclose(stats.count, count, rtol=1e-6)
-        per_env.append(stats)
-    merged = W.merge_stats(jax.tree.map(lambda *xs: jnp.stack(xs), *per_env))
-    everything = np.concatenate(chunks)
-    np.testing.assert_allclose(merged.mean, everything.mean(0), rtol=1e-4)
-    np.testing.assert_allclose(merged.var, everything.var(0), rtol=1e-4)
-    np.testing.assert_allclose(merged.count, len(everything), rtol=1e-5)
-
-
 def test_normalize_observation_stats_use_reset_and_pre_reset_observations():
     steps = 200
     env = W.NormalizeObservation(CARTPOLE)
@@ -233,7 +213,7 @@ def test_normalize_observation_stats_use_reset_and_pre_reset_observations():
 
 
 def test_normalize_observation_frozen_stats_and_clip():
-    given = W.RunningStats(
+    given = RunningStats(
         mean=jnp.array([0.0, 0.0, 0.0]), var=jnp.array([4.0, 4.0, 4.0]), count=jnp.array(10.0)
     )
     env = W.NormalizeObservation(DRIFT, update_stats=False, clip=0.25)

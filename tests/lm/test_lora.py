@@ -1,4 +1,5 @@
-"""LoRA adapters: identity at init, gradients only to adapters, exact export, small saves."""
+"""LoRA adapters: identity at init, gradients only to adapters, learning a task the frozen
+model fails, exact export, small saves."""
 
 from __future__ import annotations
 
@@ -65,7 +66,7 @@ def test_targets_and_identity_at_init() -> None:
         LoRAConfig(targets=("qkv",))
 
 
-def test_gradients_only_reach_adapters_and_training_moves_output() -> None:
+def test_gradients_only_reach_adapters() -> None:
     model, params, tokens, apply = _base()
     cfg = LoRAConfig(targets="all-linear", rank=2, alpha=4.0)
     lora = init_lora(jax.random.key(1), model.config, cfg, params)
@@ -80,21 +81,43 @@ def test_gradients_only_reach_adapters_and_training_moves_output() -> None:
     g_flat = flax.traverse_util.flatten_dict(g_lora)
     assert all(float(jnp.abs(v).max()) > 0 for p, v in g_flat.items() if p[-1] == "b")
 
-    # A few optimiser steps on the adapter pytree alone lower the loss.
-    opt = optax.adam(1e-2)
-    state = opt.init(lora)
+
+def test_lora_learns_a_rule_the_frozen_model_cannot() -> None:
+    """LoRA alone (base frozen) learns counting mod 16: "t -> (t + 1) % 16".
+
+    The frozen random model's loss on the task is measured (about 6.5 nats, worse than
+    uniform over the 256-token vocabulary). No predictor that ignores the input can go
+    below ln 16 = 2.77 nats (uniform over the 16 task tokens); 40 Adam steps on rank-4
+    all-linear adapters must reach 0.5, i.e. the adapted model reads the previous token.
+    """
+    model, params, _, _ = _base()
+    period = 16
+    starts = np.random.default_rng(0).integers(0, period, (32, 1))
+    tokens = jnp.asarray((starts + np.arange(12)) % period, jnp.int32)
+    cfg = LoRAConfig(targets="all-linear", rank=4, alpha=8.0)
+    lora = init_lora(jax.random.key(0), model.config, cfg, params)
+
+    def loss(lp):
+        logits = model.apply(apply_lora(params, lp, cfg), tokens[:, :-1])
+        logp = jax.nn.log_softmax(logits)
+        return -jnp.take_along_axis(logp, tokens[:, 1:, None], -1).mean()
+
+    opt = optax.adam(3e-2)
 
     @jax.jit
-    def step(lp, state):
-        value, g = jax.value_and_grad(lambda lp: loss(params, lp))(lp)
-        updates, state = opt.update(g, state, lp)
-        return optax.apply_updates(lp, updates), state, value
+    def train(lp):
+        def step(carry, _):
+            lp, state = carry
+            g = jax.grad(loss)(lp)
+            updates, state = opt.update(g, state, lp)
+            return (optax.apply_updates(lp, updates), state), None
 
-    values = []
-    for _ in range(6):
-        lora, state, value = step(lora, state)
-        values.append(float(value))
-    assert values[-1] < values[0]
+        return jax.lax.scan(step, (lp, opt.init(lp)), None, length=40)[0][0]
+
+    frozen = float(jax.jit(loss)(lora))  # B = 0 at init: exactly the frozen model
+    trained = float(jax.jit(loss)(train(lora)))
+    assert frozen > np.log(period), frozen
+    assert trained < 0.5, (trained, frozen)
 
 
 def test_merged_export_equals_adapted_forward(tmp_path: Path) -> None:

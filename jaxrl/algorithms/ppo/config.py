@@ -20,6 +20,9 @@ SWEEPABLE = (
     "max_grad_norm",
 )
 
+# How `max_grad_norm` clips gradients (see `PPOConfig.grad_clip`).
+GRAD_CLIPS = ("global_norm", "per_element")
+
 
 @dataclasses.dataclass(frozen=True)
 class PPOConfig:
@@ -31,33 +34,82 @@ class PPOConfig:
     """
 
     env: str = "CartPole-v1"
+    """Environment id (see `jaxrl envs`)."""
     total_steps: int = 500_000
+    """Environment steps per agent (whole updates: rounded down to num_envs * num_steps)."""
     num_envs: int = 4
+    """Environments stepped in parallel (vmap) per agent."""
     num_steps: int = 128
+    """Rollout length per environment and update."""
     update_epochs: int = 4
+    """Passes over each rollout."""
     num_minibatches: int = 4
+    """Minibatches (gradient steps) per epoch."""
     lr: float = 2.5e-4
+    """Adam learning rate."""
     anneal_lr: bool = True
+    """Anneal the learning rate linearly to 0 over the run."""
     gamma: float = 0.99
+    """Discount factor."""
     gae_lambda: float = 0.95
+    """GAE lambda (Schulman et al. 2016)."""
     clip_eps: float = 0.2
+    """Policy ratio clipping range."""
     clip_value: bool = True
+    """Clip the value update around the rollout's values (OpenAI baselines' PPO2)."""
     vf_clip_eps: float = 0.2
+    """Value clipping range (with clip_value)."""
     ent_coef: float = 0.01
+    """Entropy bonus coefficient."""
     vf_coef: float = 0.5
+    """Value loss coefficient."""
     max_grad_norm: float = 0.5
+    """Gradient clipping threshold (global norm, or per element: see grad_clip)."""
+    grad_clip: str = "global_norm"
+    """How max_grad_norm clips gradients: "global_norm" (rescale all) or "per_element".
+
+    "global_norm" rescales the whole gradient when its L2 norm exceeds max_grad_norm
+    (OpenAI baselines, PureJaxRL, CleanRL, SB3). "per_element" clips every component
+    to [-max_grad_norm, max_grad_norm] (`optax.clip`), which is what rejax's PPO does.
+    """
     adam_eps: float = 1e-5
+    """Adam epsilon."""
     normalize_advantages: bool = True
+    """Normalise advantages per minibatch (mean 0, std 1)."""
     normalize_obs: bool = False
+    """Normalise observations by running mean and variance."""
     obs_clip: float = 10.0
+    """Clip normalised observations to [-obs_clip, obs_clip]."""
     normalize_reward: bool = False
+    """Scale rewards by the running std of the discounted return (Engstrom et al. 2020)."""
     reward_clip: float = 10.0
+    """Clip scaled rewards to [-reward_clip, reward_clip]."""
+    bootstrap_truncation: bool = True
+    """Bootstrap time-limit truncations from V(final observation); False: treat as terminal.
+
+    True adds gamma * V(final observation) to the reward of a truncated step (Pardo et
+    al. 2018, "Time Limits in Reinforcement Learning"). False treats a time limit like a
+    termination, as PureJaxRL and rejax do, and skips the critic pass over final
+    observations.
+    """
+    diagnostics: bool = True
+    """Also log policy_loss, value_loss, entropy, approx_kl and clip_fraction.
+
+    False logs only the loss, the episode statistics and the learning rate, so an update
+    does the work rejax's does (which computes no diagnostics).
+    """
     hidden_sizes: tuple[int, ...] = (64, 64)
+    """Hidden layer sizes of the actor and of the critic MLP."""
     activation: str = "tanh"
+    """Hidden activation: tanh, relu, gelu or silu."""
     recurrent: bool = False
+    """Put a GRU between the MLP torso and the heads (for partially observable tasks)."""
     rnn_hidden_size: int = 128
+    """GRU state size (with recurrent)."""
     tanh_squash: bool = False
+    """Continuous actions: squash Gaussian samples with tanh into the Box bounds."""
     init_log_std: float = 0.0
+    """Continuous actions: initial log standard deviation of the Gaussian policy."""
 
     @property
     def batch_size(self) -> int:
@@ -78,6 +130,7 @@ class PPOConfig:
         for name in ("ent_coef", "vf_coef"):
             cfg.check(getattr(self, name) >= 0, name, getattr(self, name), ">= 0")
         cfg.check_choice(self, "activation", ("tanh", "relu", "gelu", "silu"))
+        cfg.check_choice(self, "grad_clip", GRAD_CLIPS)
         cfg.check(
             len(self.hidden_sizes) > 0 and all(h > 0 for h in self.hidden_sizes),
             "hidden_sizes",

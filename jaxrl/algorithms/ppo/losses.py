@@ -17,23 +17,26 @@ def normalize_advantages(advantages: jax.Array, eps: float = 1e-8) -> jax.Array:
 
 def clipped_surrogate_loss(
     log_prob: jax.Array, old_log_prob: jax.Array, advantages: jax.Array, clip_eps: jax.Array | float
-) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """L^CLIP = -E[min(r A, clip(r, 1 - eps, 1 + eps) A)], r = pi(a|s) / pi_old(a|s).
-
-    Also returns diagnostics: the fraction of clipped ratios and the
-    approximate KL(pi_old || pi) with the low-variance, unbiased k3 estimator
-    E[(r - 1) - log r] (Schulman 2020, "Approximating KL divergence").
-    """
-    log_ratio = log_prob - old_log_prob
-    ratio = jnp.exp(log_ratio)
+) -> jax.Array:
+    """L^CLIP = -E[min(r A, clip(r, 1 - eps, 1 + eps) A)], r = pi(a|s) / pi_old(a|s)."""
+    ratio = jnp.exp(log_prob - old_log_prob)
     unclipped = ratio * advantages
     clipped = jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * advantages
-    loss = -jnp.minimum(unclipped, clipped).mean()
-    stats = {
+    return -jnp.minimum(unclipped, clipped).mean()
+
+
+def ratio_diagnostics(
+    log_prob: jax.Array, old_log_prob: jax.Array, clip_eps: jax.Array | float
+) -> dict[str, jax.Array]:
+    """How far the policy moved: the fraction of clipped ratios |r - 1| > eps, and the
+    approximate KL(pi_old || pi) with the low-variance, unbiased k3 estimator
+    E[(r - 1) - log r] (Schulman 2020, "Approximating KL divergence")."""
+    log_ratio = log_prob - old_log_prob
+    ratio = jnp.exp(log_ratio)
+    return {
         "clip_fraction": (jnp.abs(ratio - 1.0) > clip_eps).astype(jnp.float32).mean(),
         "approx_kl": ((ratio - 1.0) - log_ratio).mean(),
     }
-    return loss, stats
 
 
 def value_loss(
@@ -70,18 +73,25 @@ def ppo_loss(
     ent_coef: jax.Array | float,
     clip_value: bool,
     normalize_advantages_: bool,
+    diagnostics: bool = True,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """Total loss L = L^CLIP + c_v L^V - c_e H[pi] (Schulman et al. 2017, eq. 9)."""
+    """Total loss L = L^CLIP + c_v L^V - c_e H[pi] (Schulman et al. 2017, eq. 9).
+
+    Returns `(L, metrics)`: `metrics` holds `loss`, and with `diagnostics` also the
+    terms (`policy_loss`, `value_loss`, `entropy`) and `ratio_diagnostics`.
+    """
     if normalize_advantages_:
         advantages = normalize_advantages(advantages)
-    policy_loss, stats = clipped_surrogate_loss(log_prob, old_log_prob, advantages, clip_eps)
+    policy_loss = clipped_surrogate_loss(log_prob, old_log_prob, advantages, clip_eps)
     v_loss = value_loss(value, old_value, returns, vf_clip_eps, clip_value)
     entropy_mean = entropy.mean()
     total = policy_loss + vf_coef * v_loss - ent_coef * entropy_mean
+    if not diagnostics:
+        return total, {"loss": total}
     return total, {
         "loss": total,
         "policy_loss": policy_loss,
         "value_loss": v_loss,
         "entropy": entropy_mean,
-        **stats,
+        **ratio_diagnostics(log_prob, old_log_prob, clip_eps),
     }

@@ -6,7 +6,9 @@ of minibatch gradient steps, all inside one traced function: the driver
 (`jaxrl.training.driver`) jits it, scans it over many updates, vmaps it over
 seeds and sweeps, and shards it over devices.
 
-The loss itself is in `losses.py`; the networks in `networks.py`.
+The loss itself is in `losses.py`; the networks in `networks.py`; the rollout's
+bookkeeping (stepping the environments, episode statistics, observation and reward
+normalisation) is composed from the shared pieces of `jaxrl/acting.py`.
 """
 
 from __future__ import annotations
@@ -15,18 +17,17 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 from flax import struct
 
+from jaxrl import acting, envs, prng
 from jaxrl import config as cfg
-from jaxrl import envs
-from jaxrl.envs import _prng
 from jaxrl.returns import bootstrap_truncated_rewards, gae
-from jaxrl.running_stats import RunningStats, normalize, update_stats
+from jaxrl.running_stats import RunningStats, init_stats, normalize
+from jaxrl.training.contract import Algorithm
 
 from . import losses
-from .config import SWEEPABLE, PPOConfig
+from .config import GRAD_CLIPS, SWEEPABLE, PPOConfig
 from .networks import ActorCritic, RecurrentActorCritic
 
 PPOHyperParams = cfg.make_hyperparams_class("PPOHyperParams", SWEEPABLE)
@@ -44,9 +45,8 @@ class PPOState:
     rnn_carry: jax.Array | None  # (num_envs, rnn_hidden_size); None when feed-forward
     obs_stats: RunningStats
     return_stats: RunningStats  # statistics of the discounted return, for reward scaling
-    discounted_return: jax.Array  # (num_envs,)
-    episode_return: jax.Array  # undiscounted return of the running episode, (num_envs,)
-    episode_length: jax.Array  # (num_envs,)
+    discounted_return: jax.Array  # (num_envs,), with normalize_reward
+    episodes: acting.EpisodeStats  # return and length of the running episodes, (num_envs,)
     key: jax.Array
     update_step: jax.Array  # number of completed updates
     hparams: Any  # PPOHyperParams: sweepable hyperparameters as float32 leaves
@@ -63,14 +63,17 @@ class Transition:
     reset: jax.Array  # this step starts a new episode (recurrent carry reset)
 
 
-class PPO:
-    """PPO for one environment and one static config.
+class PPO(Algorithm):
+    """PPO for one environment and one static config: a fused-step algorithm
+    (`jaxrl/training/contract.py`).
 
     Static structure (shapes, network sizes, flags) lives on this object;
     everything numeric that changes or may be swept lives in `PPOState`.
     """
 
     name = "ppo"
+    sweepable = SWEEPABLE
+    progress_unit = "env_steps"
     # State fields with a per-environment leading axis (sharded over devices
     # when the agents alone do not divide evenly; see training/mesh.py).
     ENV_FIELDS = (
@@ -79,12 +82,13 @@ class PPO:
         "done",
         "rnn_carry",
         "discounted_return",
-        "episode_return",
-        "episode_length",
+        "episodes",
     )
 
     def __init__(self, config: PPOConfig, env: envs.Environment, env_params: Any):
         self.config = config.validate()
+        self.steps_per_update = config.num_envs * config.num_steps
+        self.num_updates = config.num_updates
         self.env = env
         self.env_params = env_params
         action_space = env.action_space(env_params)
@@ -125,20 +129,24 @@ class PPO:
         config = cfg.replace(self.config, **overrides).validate() if overrides else self.config
         return cfg.hyperparams_from(config, PPOHyperParams, SWEEPABLE)
 
-    def init(self, key: jax.Array, hparams: Any) -> PPOState:
+    def init(self, key: jax.Array, hparams: Any, params: Any = None) -> PPOState:
+        """The initial state; `params` (same tree as the network's) warm-starts the policy.
+        The key is split the same way either way, so the rollout's stream is unchanged."""
         c = self.config
         key, k_params, k_env = jax.random.split(key, 3)
-        obs, env_state = jax.vmap(self.env.reset, in_axes=(0, None))(
-            _prng.split(k_env, c.num_envs), self.env_params
-        )
+        obs, env_state = acting.reset_envs(self.env, self.env_params, k_env, c.num_envs)
         done = jnp.zeros((c.num_envs,), jnp.bool_)
         if c.recurrent:
             carry = jnp.zeros((c.num_envs, c.rnn_hidden_size), jnp.float32)
-            params = self.network.init(k_params, carry, obs[None], done[None])
+            fresh = lambda: self.network.init(k_params, carry, obs[None], done[None])  # noqa: E731
         else:
             carry = None
-            params = self.network.init(k_params, obs)
-        zeros = jnp.zeros((c.num_envs,), jnp.float32)
+            fresh = lambda: self.network.init(k_params, obs)  # noqa: E731
+        if params is None:
+            params = fresh()
+        else:
+            _check_same_tree("params", jax.eval_shape(fresh), params)
+            params = jax.tree.map(jnp.asarray, params)
         return PPOState(
             params=params,
             opt_state=self._optimizer(hparams, 1.0).init(params),
@@ -146,11 +154,10 @@ class PPO:
             obs=obs,
             done=jnp.ones((c.num_envs,), jnp.bool_),  # first step starts an episode
             rnn_carry=carry,
-            obs_stats=RunningStats.create(self.obs_shape),
-            return_stats=RunningStats.create(),
-            discounted_return=zeros,
-            episode_return=zeros,
-            episode_length=jnp.zeros((c.num_envs,), jnp.int32),
+            obs_stats=init_stats(self.obs_shape),
+            return_stats=init_stats(),
+            discounted_return=jnp.zeros((c.num_envs,), jnp.float32),
+            episodes=acting.EpisodeStats.zeros(c.num_envs),
             key=key,
             update_step=jnp.zeros((), jnp.int32),
             hparams=hparams,
@@ -164,7 +171,7 @@ class PPO:
         # (about 10% of an update on CPU). Same updates up to float summation order.
         return optax.flatten(
             optax.chain(
-                optax.clip_by_global_norm(hp.max_grad_norm),
+                clip_gradients(self.config.grad_clip, hp.max_grad_norm),
                 optax.scale_by_adam(eps=self.config.adam_eps),
                 optax.scale(-hp.lr * lr_scale),
             )
@@ -197,7 +204,13 @@ class PPO:
     def _normalize_obs(self, stats: RunningStats, obs: jax.Array) -> jax.Array:
         if not self.config.normalize_obs:
             return obs.astype(jnp.float32)
-        return normalize(stats, obs.astype(jnp.float32), self.config.obs_clip)
+        return normalize(stats, obs, self.config.obs_clip)
+
+    def eval_carry(self, num_episodes: int) -> jax.Array | None:
+        """The recurrent carry evaluation episodes start from (None: feed-forward)."""
+        if not self.config.recurrent:
+            return None
+        return jnp.zeros((num_episodes, self.config.rnn_hidden_size), jnp.float32)
 
     def act(self, state: PPOState, obs, carry, reset, key, deterministic: bool = True):
         """Evaluation policy: `(env_action, carry)` for a batch of observations."""
@@ -210,72 +223,48 @@ class PPO:
     def _rollout(self, state: PPOState) -> tuple[PPOState, Transition, dict[str, jax.Array]]:
         """Collects `num_steps` transitions from every environment.
 
-        Feed-forward networks run only the actor inside the sequential loop;
-        the critic is evaluated afterwards, in one large batch, on every
-        observation of the rollout, every `final_observation` (for the
-        truncation bootstrap) and the last observation (for GAE). The
-        parameters do not change during the rollout, so the values are the
-        same, and one big matrix product is much cheaper than 128 small ones.
-        A recurrent network's value is a head on the GRU state it computes
-        anyway, so only its final-observation values are deferred.
+        Each step is a composition of the shared pieces in `jaxrl/acting.py`:
+        normalise the observation, act, step the environments, track episodes,
+        scale the reward. Feed-forward networks run only the actor inside the
+        sequential loop; the critic is evaluated afterwards, in one large batch, on
+        every observation of the rollout, every `final_observation` (for the
+        truncation bootstrap) and the last observation (for GAE). The parameters do
+        not change during the rollout, so the values are the same, and one big
+        matrix product is much cheaper than 128 small ones. A recurrent network's
+        value is a head on the GRU state it computes anyway, so only its
+        final-observation values are deferred.
         """
-        c, hp = self.config, state.hparams
-        env_step = jax.vmap(self.env.step, in_axes=(0, 0, 0, None))
+        c = self.config
 
         def step(state: PPOState, _):
-            key, k_act, k_env = _prng.split(state.key, 3)
-            obs_stats = state.obs_stats
-            if c.normalize_obs:
-                obs_stats = update_stats(obs_stats, state.obs)
-            obs_in = self._normalize_obs(obs_stats, state.obs)
-            if c.recurrent:
-                carry, dist, value = self._policy(state.params, obs_in, state.rnn_carry, state.done)
-            else:
-                carry, value = None, None
-                dist = self.network.apply(state.params, obs_in, method="policy")
+            key, k_act, k_env = prng.split(state.key, 3)
+            obs_stats, obs_in = self._observe(state.obs_stats, state.obs)
+            carry, dist, value = self._rollout_policy(state, obs_in)
             action = dist.sample(k_act)
-            log_prob = dist.log_prob(action)
-            next_obs, env_state, reward, terminated, truncated, info = env_step(
-                _prng.split(k_env, c.num_envs),
-                state.env_state,
-                self.to_env_action(action),
-                self.env_params,
+            next_obs, env_state, reward, terminated, truncated, info = acting.step_envs(
+                self.env, self.env_params, k_env, state.env_state, self.to_env_action(action)
             )
             done = jnp.logical_or(terminated, truncated)
-            # Episode statistics on the raw reward.
-            episode_return = state.episode_return + reward
-            episode_length = state.episode_length + 1
-            # Reward scaling by the running std of the discounted return
-            # (Engstrom et al. 2020, "Implementation matters", sec. 3).
-            discounted_return = state.discounted_return * hp.gamma + reward
-            return_stats = state.return_stats
-            scaled_reward = reward
-            if c.normalize_reward:
-                return_stats = update_stats(return_stats, discounted_return)
-                scaled_reward = jnp.clip(
-                    reward / jnp.sqrt(return_stats.var + 1e-8), -c.reward_clip, c.reward_clip
-                )
+            episodes, finished = acting.track_episodes(state.episodes, reward, done)
+            return_stats, discounted_return, scaled_reward = self._scale_reward(state, reward, done)
             transition = Transition(
                 obs=obs_in,
                 action=action,
-                log_prob=log_prob,
+                log_prob=dist.log_prob(action),
                 value=value,
                 reward=scaled_reward,
                 done=done,
                 reset=state.done,
             )
             # What the truncation bootstrap needs once the loop is done.
-            final = {
-                "obs": self._normalize_obs(obs_stats, info["final_observation"]),
-                "carry": carry,
-                "terminated": terminated,
-                "truncated": truncated,
-            }
-            episode = {
-                "returned": done,
-                "return": episode_return,
-                "length": episode_length,
-            }
+            final = None
+            if c.bootstrap_truncation:
+                final = {
+                    "obs": self._normalize_obs(obs_stats, info["final_observation"]),
+                    "carry": carry,
+                    "terminated": terminated,
+                    "truncated": truncated,
+                }
             new_state = state.replace(
                 key=key,
                 env_state=env_state,
@@ -284,47 +273,81 @@ class PPO:
                 rnn_carry=carry,
                 obs_stats=obs_stats,
                 return_stats=return_stats,
-                discounted_return=jnp.where(done, 0.0, discounted_return),
-                episode_return=jnp.where(done, 0.0, episode_return),
-                episode_length=jnp.where(done, 0, episode_length),
+                discounted_return=discounted_return,
+                episodes=episodes,
             )
-            return new_state, (transition, final, episode)
+            return new_state, (transition, final, finished)
 
         start_carry = state.rnn_carry
-        state, (traj, final, episode) = jax.lax.scan(step, state, None, length=c.num_steps)
+        state, (traj, final, finished) = jax.lax.scan(step, state, None, length=c.num_steps)
+        traj, last_value = self._critic_after_rollout(state, traj, final)
+        metrics = acting.episode_metrics(finished)
+        return state, traj, {**metrics, "_start_carry": start_carry, "_last_value": last_value}
 
-        last_obs_in = self._normalize_obs(state.obs_stats, state.obs)
-        if c.recurrent:
-            final_value = self._values_after_step(state.params, final["carry"], final["obs"])
-            _, _, last_value = self._policy(state.params, last_obs_in, state.rnn_carry, state.done)
-        else:
-            # One critic pass over [rollout obs; final obs; last obs].
-            t, b = c.num_steps, c.num_envs
-            flat = lambda x: x.reshape((t * b,) + x.shape[2:])  # noqa: E731
-            values = self.network.apply(
-                state.params,
-                jnp.concatenate([flat(traj.obs), flat(final["obs"]), last_obs_in]),
-                method="value",
-            )
-            traj = traj.replace(value=values[: t * b].reshape(t, b))
-            final_value = values[t * b : 2 * t * b].reshape(t, b)
-            last_value = values[2 * t * b :]
-        # Truncated episodes bootstrap from the value of their true last observation.
-        traj = traj.replace(
-            reward=bootstrap_truncated_rewards(
-                traj.reward, final["terminated"], final["truncated"], final_value, hp.gamma
-            )
+    def _observe(self, stats: RunningStats, obs: jax.Array) -> tuple[RunningStats, jax.Array]:
+        """The policy's input for `obs`, after adding `obs` to the running statistics."""
+        if not self.config.normalize_obs:
+            return stats, obs.astype(jnp.float32)
+        return acting.normalize_obs(stats, obs, self.config.obs_clip)
+
+    def _rollout_policy(self, state: PPOState, obs_in: jax.Array):
+        """`(carry, dist, value)` for one rollout step; the feed-forward value is deferred
+        to `_critic_after_rollout` (None here)."""
+        if self.config.recurrent:
+            return self._policy(state.params, obs_in, state.rnn_carry, state.done)
+        return None, self.network.apply(state.params, obs_in, method="policy"), None
+
+    def _scale_reward(
+        self, state: PPOState, reward: jax.Array, done: jax.Array
+    ) -> tuple[RunningStats, jax.Array, jax.Array]:
+        """`(return_stats, discounted_return, reward for learning)`: scaled by the running
+        std of the discounted return with normalize_reward, else the raw reward."""
+        c = self.config
+        if not c.normalize_reward:
+            return state.return_stats, state.discounted_return, reward
+        return acting.scale_reward(
+            state.return_stats,
+            state.discounted_return,
+            reward,
+            done,
+            state.hparams.gamma,
+            c.reward_clip,
         )
 
-        n_done = episode["returned"].sum()
-        denom = jnp.maximum(n_done, 1).astype(jnp.float32)
-        ep_metrics = {
-            # Mean over episodes that ended during this update (0 with episodes == 0).
-            "episode_return": jnp.where(episode["returned"], episode["return"], 0.0).sum() / denom,
-            "episode_length": jnp.where(episode["returned"], episode["length"], 0).sum() / denom,
-            "episodes": n_done.astype(jnp.int32),
-        }
-        return state, traj, {**ep_metrics, "_start_carry": start_carry, "_last_value": last_value}
+    def _critic_after_rollout(
+        self, state: PPOState, traj: Transition, final: dict[str, jax.Array] | None
+    ) -> tuple[Transition, jax.Array]:
+        """Values the rollout in one batched critic pass: `(traj, V(last observation))`.
+
+        Fills in feed-forward `traj.value` and, with `bootstrap_truncation`, adds
+        `gamma * V(final_observation)` to the reward of every truncated step (`final`
+        holds what the steps recorded for it; None without the bootstrap).
+        """
+        c = self.config
+        last_obs_in = self._normalize_obs(state.obs_stats, state.obs)
+        if c.recurrent:
+            _, _, last_value = self._policy(state.params, last_obs_in, state.rnn_carry, state.done)
+            if final is None:
+                return traj, last_value
+            final_value = self._values_after_step(state.params, final["carry"], final["obs"])
+        else:
+            # One critic pass over [rollout obs; final obs (with the bootstrap); last obs].
+            t, b = c.num_steps, c.num_envs
+            flat = lambda x: x.reshape((t * b,) + x.shape[2:])  # noqa: E731
+            parts = [flat(traj.obs)] + ([] if final is None else [flat(final["obs"])])
+            values = self.network.apply(
+                state.params, jnp.concatenate([*parts, last_obs_in]), method="value"
+            )
+            traj = traj.replace(value=values[: t * b].reshape(t, b))
+            last_value = values[len(parts) * t * b :]
+            if final is None:
+                return traj, last_value
+            final_value = values[t * b : 2 * t * b].reshape(t, b)
+        # Truncated episodes bootstrap from the value of their true last observation.
+        reward = bootstrap_truncated_rewards(
+            traj.reward, final["terminated"], final["truncated"], final_value, state.hparams.gamma
+        )
+        return traj.replace(reward=reward), last_value
 
     def _values_after_step(self, params, carry: jax.Array, obs: jax.Array) -> jax.Array:
         """Recurrent values of `obs (T, B, ...)` read from the GRU states `carry (T, B, H)`
@@ -359,6 +382,7 @@ class PPO:
             ent_coef=hp.ent_coef,
             clip_value=c.clip_value,
             normalize_advantages_=c.normalize_advantages,
+            diagnostics=c.diagnostics,
         )
 
     def update(self, state: PPOState) -> tuple[PPOState, dict[str, jax.Array]]:
@@ -390,11 +414,11 @@ class PPO:
             )
             return (params, opt_state), stats
 
-        key, k_epochs = _prng.split(state.key)
+        key, k_epochs = prng.split(state.key)
         # Every epoch's shuffle, drawn up front: one batched sort instead of one per epoch.
         n = c.num_envs if c.recurrent else c.batch_size
         perms = jax.vmap(jax.random.permutation, in_axes=(0, None))(
-            _prng.split(k_epochs, c.update_epochs), n
+            prng.split(k_epochs, c.update_epochs), n
         )
         (params, opt_state), stats = jax.lax.scan(epoch, (state.params, state.opt_state), perms)
         state = state.replace(
@@ -438,11 +462,22 @@ def make(config: PPOConfig, env: envs.Environment | None = None, env_params: Any
     return PPO(config, env, env_params if env_params is not None else env.default_params)
 
 
-def params_fingerprint(params: Any) -> str:
-    """SHA-256 of the parameters' bytes (leaf order from `jax.tree`), hex."""
-    import hashlib
+def clip_gradients(kind: str, max_grad_norm: jax.Array | float) -> optax.GradientTransformation:
+    """Gradient clipping of `PPOConfig.grad_clip`: "global_norm" rescales the gradient to
+    an L2 norm of at most `max_grad_norm` (Pascanu et al. 2013; OpenAI baselines' PPO2);
+    "per_element" clips every component to `[-max_grad_norm, max_grad_norm]` (rejax)."""
+    if kind == "global_norm":
+        return optax.clip_by_global_norm(max_grad_norm)
+    if kind == "per_element":
+        return optax.clip(max_grad_norm)
+    raise cfg.ConfigError(f"invalid grad_clip={kind!r}: must be one of {list(GRAD_CLIPS)}")
 
-    digest = hashlib.sha256()
-    for leaf in jax.tree.leaves(params):
-        digest.update(np.ascontiguousarray(np.asarray(leaf)).tobytes())
-    return digest.hexdigest()
+
+def _check_same_tree(name: str, expected: Any, given: Any) -> None:
+    """Warm-start parameters must match the network exactly (structure, shapes, dtypes)."""
+    spec = lambda t: jax.tree.map(lambda x: (tuple(x.shape), str(x.dtype)), t)  # noqa: E731
+    if jax.tree.structure(expected) != jax.tree.structure(given) or spec(expected) != spec(given):
+        raise cfg.ConfigError(
+            f"invalid {name}: the given parameters do not match this config's network "
+            f"(expected {spec(expected)}, got {spec(given)})"
+        )

@@ -1,4 +1,4 @@
-"""The environments' straight-line Threefry draws equal `jax.random`'s, bit for bit.
+"""`jaxrl.prng`'s straight-line Threefry draws equal `jax.random`'s, bit for bit.
 
 `split` equals `jax.random.split`; `uniform`, `bernoulli` and `normal` equal their
 `jax.random` namesakes in JAX's original (non-partitionable) Threefry layout,
@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl.envs import _prng
+from jaxrl import prng
 
 KEYS = {
     "typed": lambda seed: jax.random.key(seed),
@@ -35,11 +35,11 @@ def _same(a: jax.Array, b: jax.Array) -> None:
 @pytest.mark.parametrize("num", [2, 3])
 def test_split_matches_jax(kind: str, num: int) -> None:
     keys = jax.vmap(KEYS[kind])(jnp.arange(64))
-    ours = jax.jit(jax.vmap(lambda k: _prng.split(k, num)))(keys)
+    ours = jax.jit(jax.vmap(lambda k: prng.split(k, num)))(keys)
     ref = jax.jit(jax.vmap(lambda k: jax.random.split(k, num)))(keys)
     _same(ours, ref)
     # Unbatched too (a different trace: no vmap).
-    _same(jax.jit(lambda k: _prng.split(k, num))(keys[5]), jax.random.split(keys[5], num))
+    _same(jax.jit(lambda k: prng.split(k, num))(keys[5]), jax.random.split(keys[5], num))
 
 
 @pytest.mark.parametrize("kind", sorted(KEYS))
@@ -49,7 +49,7 @@ def test_split_matches_jax(kind: str, num: int) -> None:
 )
 def test_uniform_matches_jax(kind: str, shape: tuple, minval: float, maxval: float) -> None:
     keys = jax.vmap(KEYS[kind])(jnp.arange(256))
-    ours = jax.jit(jax.vmap(lambda k: _prng.uniform(k, shape, minval=minval, maxval=maxval)))
+    ours = jax.jit(jax.vmap(lambda k: prng.uniform(k, shape, minval=minval, maxval=maxval)))
     ref = jax.jit(jax.vmap(lambda k: jax.random.uniform(k, shape, minval=minval, maxval=maxval)))
     with jax.threefry_partitionable(False):
         expected = ref(keys)
@@ -61,7 +61,7 @@ def test_uniform_matches_jax(kind: str, shape: tuple, minval: float, maxval: flo
 def test_uniform_array_bounds_match_jax() -> None:
     keys = jax.vmap(jax.random.key)(jnp.arange(256))
     high = jnp.array([np.pi, 1.0], jnp.float32)
-    ours = jax.jit(jax.vmap(lambda k: _prng.uniform(k, (2,), minval=-high, maxval=high)))
+    ours = jax.jit(jax.vmap(lambda k: prng.uniform(k, (2,), minval=-high, maxval=high)))
     ref = jax.jit(jax.vmap(lambda k: jax.random.uniform(k, (2,), minval=-high, maxval=high)))
     with jax.threefry_partitionable(False):
         _same(ours(keys), ref(keys))
@@ -70,9 +70,9 @@ def test_uniform_array_bounds_match_jax() -> None:
 @pytest.mark.parametrize("p", [0.5, 0.1, np.float32(0.3)])
 def test_bernoulli_matches_jax(p: float) -> None:
     keys = jax.vmap(jax.random.key)(jnp.arange(512))
-    ours = jax.jit(jax.vmap(lambda k: _prng.bernoulli(k, p)))(keys)
+    ours = jax.jit(jax.vmap(lambda k: prng.bernoulli(k, p)))(keys)
     # A traced probability (e.g. a params leaf under jit).
-    ours_traced = jax.jit(jax.vmap(_prng.bernoulli, in_axes=(0, None)))(keys, jnp.float32(p))
+    ours_traced = jax.jit(jax.vmap(prng.bernoulli, in_axes=(0, None)))(keys, jnp.float32(p))
     with jax.threefry_partitionable(False):
         _same(ours, jax.jit(jax.vmap(lambda k: jax.random.bernoulli(k, p)))(keys))
         ref = jax.jit(jax.vmap(jax.random.bernoulli, in_axes=(0, None)))
@@ -85,11 +85,11 @@ def test_normal_matches_jax(kind: str, shape: tuple) -> None:
     key = KEYS[kind](11)
     with jax.threefry_partitionable(False):
         ref = jax.random.normal(key, shape)
-    _same(jax.jit(lambda k: _prng.normal(k, shape))(key), ref)
+    _same(jax.jit(lambda k: prng.normal(k, shape))(key), ref)
 
 
 def test_gumbel_is_standard_gumbel() -> None:
-    draws = np.asarray(jax.jit(lambda k: _prng.gumbel(k, (200_000,)))(jax.random.key(5)))
+    draws = np.asarray(jax.jit(lambda k: prng.gumbel(k, (200_000,)))(jax.random.key(5)))
     assert np.all(np.isfinite(draws))
     euler_gamma = 0.5772156649
     assert abs(draws.mean() - euler_gamma) < 0.01
@@ -104,18 +104,18 @@ def test_gumbel_is_standard_gumbel() -> None:
 def test_split_follows_the_partitionable_flag() -> None:
     key = jax.random.key(7)
     with jax.threefry_partitionable(False):
-        _same(jax.jit(_prng.split)(key), jax.random.split(key))
+        _same(jax.jit(prng.split)(key), jax.random.split(key))
 
 
 def test_other_key_implementations_fall_back() -> None:
     key = jax.random.key(3, impl="rbg")
-    _same(_prng.split(key), jax.random.split(key))
-    _same(_prng.uniform(key, (4,)), jax.random.uniform(key, (4,)))
-    assert _prng.random_bits(key, (4,)) is None
+    _same(prng.split(key), jax.random.split(key))
+    _same(prng.uniform(key, (4,)), jax.random.uniform(key, (4,)))
+    assert prng.random_bits(key, (4,)) is None
 
 
 def test_straight_line_code_has_no_loop() -> None:
     """The point of the module: no `while` in the compiled draw (jax.random has one on CPU)."""
-    for draw in (_prng.uniform, _prng.normal, _prng.gumbel):
-        hlo = jax.jit(lambda k, draw=draw: draw(_prng.split(k)[1], (4,))).lower(jax.random.key(0))
+    for draw in (prng.uniform, prng.normal, prng.gumbel):
+        hlo = jax.jit(lambda k, draw=draw: draw(prng.split(k)[1], (4,))).lower(jax.random.key(0))
         assert "while" not in hlo.as_text()

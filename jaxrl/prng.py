@@ -1,28 +1,36 @@
-"""Random draws for environment steps: `jax.random`'s bits, cheaper on CPU.
+"""Fast random draws: `jax.random`'s bits from straight-line Threefry code.
+
+Every layer draws its per-step randomness here: environments (`jaxrl.envs`: reset
+states, sticky actions, noise), action distributions (`jaxrl.nn.distributions`:
+Gumbel and Gaussian noise) and algorithms (PPO's rollout key splits). It depends on
+jax only, so all of them can import it.
 
 `split` returns exactly what `jax.random.split` returns, and `uniform` /
-`bernoulli` exactly what `jax.random.uniform` / `jax.random.bernoulli` return
-under `jax.threefry_partitionable(False)` (bit for bit, tested in
-`tests/envs/test_prng.py`), whatever that flag's global value. Two things make
-them cheaper than `jax.random` on CPU:
+`bernoulli` / `normal` exactly what their `jax.random` namesakes return under
+`jax.threefry_partitionable(False)` (bit for bit, tested in `tests/test_prng.py`),
+whatever that flag's global value. `gumbel` is the classic construction on
+`uniform`'s numbers (not bit-equal to `jax.random.gumbel`). Two things make them
+cheaper than `jax.random` on CPU:
 
 * The Threefry-2x32 hash is straight-line code. On CPU, JAX lowers its hash to a
   rolled 5-iteration `while` loop (to keep compile times down), and each draw
   inside a jitted `lax.scan` body then runs as its own small loop: for
-  classic-control tasks, whose dynamics are a few dozen flops, those loops cost
-  more than the physics. Straight-line code fuses into the surrounding kernel.
-  (On GPU and TPU JAX already unrolls the hash.)
+  classic-control tasks, whose dynamics are a few dozen flops, and for the
+  sampling step of a small policy, those loops cost more than the arithmetic
+  around them. Straight-line code fuses into the surrounding kernel. (On GPU and
+  TPU JAX already unrolls the hash.)
 * `uniform` uses both 32-bit words of every hash, as JAX's original
   (non-partitionable) layout does: `n` numbers cost `ceil(n / 2)` hashes
   instead of the `n` of the partitionable layout, JAX's default since 0.5. The
   partitionable layout exists so that one large draw can be sharded across
-  devices; an environment's draws are a handful of numbers per copy, batched
-  by `vmap` over keys, so it buys nothing here.
+  devices; per-step draws are a handful of numbers per environment or action,
+  batched by `vmap` over keys, so it buys nothing here.
 
-The fast path applies to Threefry keys (`jax.random.key(...)` and legacy
-`jax.random.PRNGKey(...)` with the default implementation); any other key falls
-back to `jax.random`. `split` also falls back when `jax_threefry_partitionable`
-is off, so that it always equals `jax.random.split`.
+Use these in hot loops (inside `lax.scan` bodies); anywhere else `jax.random` is
+just as good. The fast path applies to Threefry keys (`jax.random.key(...)` and
+legacy `jax.random.PRNGKey(...)` with the default implementation); any other key
+falls back to `jax.random`. `split` also falls back when
+`jax_threefry_partitionable` is off, so that it always equals `jax.random.split`.
 """
 
 from __future__ import annotations

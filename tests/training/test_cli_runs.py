@@ -1,0 +1,219 @@
+"""What a user meets at the command line: signals, resume without checkpoints, --help,
+sweep conflicts, one-line errors, the progress bar, plot output (issue: runs that
+never lose work, and a CLI that tells the truth).
+
+The signal tests run real `jaxrl train` subprocesses on a config of 1-update chunks
+(so the run is still going when the signal arrives) and share one compiled program
+through the persistent compilation cache.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from jaxrl import cli
+
+from .conftest import (
+    checkpoint_steps,
+    jaxrl_command,
+    read_metrics,
+    std_train_args,
+    subprocess_env,
+)
+
+# 4 envs x 64 steps = 256 steps per update; 256 updates, one per chunk (log every update).
+LONG = ["--total-steps", "65536", "--log-every", "256"]
+
+
+def _long_args(run_dir: pathlib.Path, *extra: str) -> list[str]:
+    args = std_train_args(run_dir, checkpoint_every=None)
+    i = args.index("--total-steps")
+    del args[i : i + 2]
+    return [*args, *LONG, *extra]
+
+
+def _start(run_dir: pathlib.Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        jaxrl_command(*_long_args(run_dir, *extra)),
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_for_rows(proc: subprocess.Popen, run_dir: pathlib.Path, n: int = 1) -> None:
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        path = run_dir / "metrics.jsonl"
+        if path.exists() and len(path.read_text().splitlines()) >= n:
+            return
+        if proc.poll() is not None:
+            pytest.fail(f"the run ended early ({proc.returncode}): {proc.stderr.read()}")
+        time.sleep(0.05)
+    proc.kill()
+    pytest.fail("no metrics row within 10 minutes")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_stops_after_the_chunk_with_a_checkpoint_and_resume_finishes(tmp_path, signum):
+    run_dir = tmp_path / "run"
+    proc = _start(run_dir)
+    _wait_for_rows(proc, run_dir)
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 128 + signum, err
+    assert "Traceback" not in err
+    assert f"{signal.Signals(signum).name} received" in err and "--resume" in err
+    rows = read_metrics(run_dir)
+    assert 1 <= len(rows) < 256, "the signal came too late to test anything"
+    # The checkpoint holds exactly the state after the last logged chunk.
+    assert checkpoint_steps(run_dir) == [rows[-1]["update"]]
+    assert not (run_dir / "summary.json").exists()
+
+    done = subprocess.run(
+        jaxrl_command(*_long_args(run_dir, "--resume")),
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"resuming from update {rows[-1]['update']}" in done.stderr
+    assert [r["update"] for r in read_metrics(run_dir)] == list(range(1, 257))
+    assert json.loads((run_dir / "summary.json").read_text())["env_steps_per_agent"] == 65536
+
+
+def test_a_second_ctrl_c_stops_at_once(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = _start(run_dir)
+    _wait_for_rows(proc, run_dir)
+    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode in (130, 128 + signal.SIGINT), err
+    assert "Traceback" not in err
+
+
+def test_resume_of_a_run_killed_before_its_first_checkpoint_fails_clearly(tmp_path):
+    """Default checkpoints come every 10 minutes: a run killed at once has none."""
+    run_dir = tmp_path / "run"
+    proc = _start(run_dir)
+    _wait_for_rows(proc, run_dir, n=2)
+    proc.kill()
+    proc.wait(60)
+    before = (run_dir / "metrics.jsonl").read_text()
+    done = subprocess.run(
+        jaxrl_command(*_long_args(run_dir, "--resume")),
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "no checkpoint" in done.stderr and "--fresh" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert (run_dir / "metrics.jsonl").read_text() == before  # nothing overwritten
+
+
+# ----------------------------------------------------------------------------- help
+def test_help_shows_the_presets_values_and_a_description_per_flag(capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.main(["train", "ppo", "--env", "Pendulum-v1", "--help"])
+    assert info.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())  # undo argparse's line wrapping
+    assert "the preset for --env Pendulum-v1" in out
+    assert "(default 16)" in out.split("--num-envs NUM_ENVS", 1)[1][:200]  # Pendulum: 16 envs
+    assert "(default 0.95)" in out.split("--gamma GAMMA", 1)[1][:200]
+    from jaxrl import algorithms
+    from jaxrl.config import field_docs
+
+    for name in algorithms.names():
+        config_cls = algorithms.get(name).Config
+        docs = field_docs(config_cls)
+        missing = [f for f in config_cls.__dataclass_fields__ if not docs.get(f)]
+        assert not missing, f"{name}: fields without a docstring: {missing}"
+
+
+# ----------------------------------------------------------------------------- errors
+def test_a_swept_hyperparameter_given_as_a_flag_is_refused(tmp_path, capsys):
+    args = std_train_args(tmp_path / "r") + ["--lr", "5e-4"]
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert "jaxrl: error: invalid sweep: ['lr'] also given as a single value" in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_missing_optional_dependency_is_one_line(tmp_path, capsys):
+    try:
+        import brax  # noqa: F401
+
+        pytest.skip("brax is installed here")
+    except ImportError:
+        pass
+    assert cli.main(["train", "ppo", "--env", "brax:ant", "--run-dir", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("jaxrl: error: ") and "pip install brax" in err[0]
+
+
+def test_unexpected_errors_are_one_line_without_debug(monkeypatch, capsys):
+    def boom(args):
+        raise RuntimeError("something broke")
+
+    monkeypatch.setattr(cli, "_cmd_envs", boom)
+    assert cli.main(["envs"]) == 1
+    err = capsys.readouterr().err
+    assert err.strip() == (
+        "jaxrl: unexpected error: RuntimeError: something broke "
+        "(run with --debug for the traceback)"
+    )
+    assert cli.main(["--debug", "envs"]) == 1
+    assert "Traceback" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- output
+def test_sweep_summary_has_one_row_per_point_and_progress_counts_per_agent(tmp_path, capsys):
+    import jaxrl
+
+    result = jaxrl.train(
+        "ppo",
+        total_steps=512,
+        num_envs=4,
+        num_steps=64,
+        update_epochs=1,
+        num_minibatches=1,
+        num_seeds=2,
+        sweep={"lr": [1e-3, 3e-4]},
+        progress=True,
+    )
+    err = capsys.readouterr().err
+    assert "4 agents" in err and "512/512" in err.replace(" ", "")  # per agent, not 2048
+    cli._print_summary(result.summary)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3
+    points = [json.loads(line.split("sweep point ", 1)[1]) for line in lines[1:]]
+    assert [p["lr"] for p in points] == [1e-3, 3e-4]
+    per_agent = result.summary["final_return_per_agent"]
+    assert points[0]["final_return_mean"] == pytest.approx(np.mean(per_agent[:2]))
+
+
+def test_plot_writes_into_the_run_directory_and_never_overwrites_silently(reference_run, tmp_path):
+    import shutil
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(reference_run, run_dir)
+    assert cli.main(["plot", str(run_dir)]) == 0
+    assert (run_dir / "curves.png").exists()
+    taken = tmp_path / "taken.png"
+    taken.write_bytes(b"mine")
+    assert cli.main(["plot", str(run_dir), "-o", str(taken)]) == 2
+    assert taken.read_bytes() == b"mine"
+    assert cli.main(["plot", str(run_dir), "-o", str(taken), "--force"]) == 0
+    assert taken.read_bytes() != b"mine"
