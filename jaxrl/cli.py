@@ -175,6 +175,11 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="start over in a --run-dir that holds a run (replaces its checkpoints)",
     )
+    g.add_argument(
+        "--reschedule",
+        action="store_true",
+        help="with --resume and a larger --total-steps: let schedules follow the new total",
+    )
     g.add_argument("--log-every", type=int, help="log every N steps per agent")
     g.add_argument("--num-devices", type=int, help="devices of the mesh (default: all)")
     g.add_argument("--no-progress", dest="progress", action="store_false")

@@ -63,8 +63,9 @@ Hooks, each with a default that is today's behaviour (override what you need):
                                               roll out the policy (recurrent carry).
     evaluate(state, key, num_episodes)        `jaxrl eval`: per-agent results; default
                                               runs environment episodes with `act`.
-    check_resume(saved_config)                which config changes a resumed run accepts;
-                                              default: none but a larger `total_steps`.
+    check_resume(saved_config, reschedule)    which config changes a resumed run accepts;
+                                              default: none but a larger `total_steps`
+                                              (with `reschedule` if `schedule_follows_total`).
     finish(state, run_dir) -> dict            extra `summary.json` fields after training
                                               (e.g. SFT's held-out accuracy and its
                                               exported `model/` folder).
@@ -181,12 +182,22 @@ class Algorithm:
 
         return evaluate_episodes(self, state, key, num_episodes)
 
-    def check_resume(self, saved_config: Mapping[str, Any]) -> None:
+    @property
+    def schedule_follows_total(self) -> bool:
+        """Whether a schedule (e.g. a learning rate annealed to 0 at the last update)
+        is defined by `total_steps`, so that extending a run would change it."""
+        return False
+
+    def check_resume(self, saved_config: Mapping[str, Any], reschedule: bool = False) -> None:
         """Raises `ConfigError` unless this config may continue a run saved with
-        `saved_config` (its `config.json` section). A run may be extended (a larger
-        `total_steps`); any other change would make the saved state mean something
-        else. Algorithms whose schedules depend on `total_steps` override this to say
-        how an extension changes them (PPO: its learning-rate annealing)."""
+        `saved_config` (its `config.json` section).
+
+        A run may be extended (a larger `total_steps`); any other change would make
+        the saved state mean something else. If a schedule follows `total_steps`
+        (`schedule_follows_total`), extending rescales it from the resume point on
+        (an annealed learning rate rises again), so the user must say so with
+        `reschedule=True` (`--reschedule`).
+        """
         from jaxrl import config as cfg
 
         now = cfg.to_dict(self.config)
@@ -195,16 +206,24 @@ class Algorithm:
             for key, value in now.items()
             if key != "total_steps" and json.loads(json.dumps(value)) != saved_config.get(key)
         ]
-        saved_total = saved_config.get("total_steps")
-        if "total_steps" in now and saved_total is not None and now["total_steps"] < saved_total:
+        saved_total, total = saved_config.get("total_steps"), now.get("total_steps")
+        if saved_total is not None and total is not None and total < saved_total:
             diffs.append(
-                f"total_steps: saved {saved_total}, now {now['total_steps']} (a run can be "
-                "extended, not shortened)"
+                f"total_steps: saved {saved_total}, now {total} (a run can be extended, "
+                "not shortened)"
             )
         if diffs:
             raise cfg.ConfigError(
                 "cannot resume with a different config (results would not match an "
                 "uninterrupted run): " + "; ".join(diffs)
+            )
+        extended = saved_total is not None and total > saved_total
+        if extended and self.schedule_follows_total and not reschedule:
+            raise cfg.ConfigError(
+                f"invalid total_steps={total}: extending this run from {saved_total} "
+                "changes its learning-rate schedule, which is defined by total_steps "
+                "(it would rise again from the resume point); pass reschedule=True "
+                "(--reschedule) to accept that, or start a new run from its parameters"
             )
 
     def finish(self, state: Any, run_dir: Any) -> dict[str, Any]:

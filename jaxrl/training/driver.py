@@ -91,6 +91,8 @@ class RunConfig:
             there is none (nothing is overwritten).
         fresh: Start from step 0 in a `run_dir` that already holds a run, replacing
             its checkpoints and metrics.
+        reschedule: When resuming with a larger `total_steps`, accept that schedules
+            defined by the total (an annealed learning rate) follow the new total.
         log_every: Log metrics every this many steps per agent (default: about 50
             points over the run).
         num_devices: Devices of the mesh (default: all).
@@ -107,6 +109,7 @@ class RunConfig:
     keep_checkpoints: int = 3
     resume: bool = False
     fresh: bool = False
+    reschedule: bool = False
     log_every: int | None = None
     num_devices: int | None = None
     progress: bool = True
@@ -582,6 +585,7 @@ class _Checkpoints:
         restored = self.checkpointer.restore_latest(self._saved(fresh_state))
         directory = self.checkpointer.directory
         if restored is None:
+            self.close()  # orbax's threads must not outlive the error
             what = (
                 f"{len(found)} checkpoint(s), all damaged ({found})"
                 if found
@@ -594,6 +598,7 @@ class _Checkpoints:
             )
         update, saved, meta = restored
         if meta.get("frozen_fingerprint", self.frozen_fingerprint) != self.frozen_fingerprint:
+            self.close()
             raise cfg.ConfigError(
                 f"invalid resume=True: the frozen parts of the state "
                 f"({list(self.algo.checkpoint_exclude)}) differ from the ones checkpoint "
@@ -601,7 +606,7 @@ class _Checkpoints:
             )
         skipped = [s for s in found if s > update]
         note = f" (skipped damaged {skipped})" if skipped else ""
-        log.warning("resuming from checkpoint at update %d%s", update, note)
+        log.info("resumed from update %d%s", update, note)
         print(f"jaxrl: resuming from update {update}{note}", file=sys.stderr, flush=True)
         return update, fresh_state.replace(**saved), meta.get("host_state")
 
@@ -804,6 +809,7 @@ def _run_dict(run: RunConfig) -> dict[str, Any]:
 _RESUME_MAY_DIFFER = {
     "resume",
     "fresh",
+    "reschedule",
     "progress",
     "num_devices",
     "tensorboard",
@@ -826,7 +832,7 @@ def _prepare_run_dir(
             )
         saved = json.loads(config_path.read_text())
         _check_same_run(saved, resolved)
-        algo.check_resume(saved["config"])
+        algo.check_resume(saved["config"], reschedule=run.reschedule)
         if is_main and saved != {**resolved, "run": saved["run"]}:  # e.g. an extended run
             config_path.write_text(json.dumps({**resolved, "run": saved["run"]}, indent=2) + "\n")
         return

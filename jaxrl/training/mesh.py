@@ -92,6 +92,15 @@ def data_mesh(num_devices: int | None = None) -> Mesh:
             f"invalid num_devices={num_devices}: must be in [1, {len(devices)}] "
             f"(devices available: {len(devices)})"
         )
+    if num_devices is not None and len({d.process_index for d in devices[:num_devices]}) < len(
+        {d.process_index for d in devices}
+    ):
+        # A process without devices in the mesh could not take part in the run.
+        raise ConfigError(
+            f"invalid num_devices={num_devices}: in a run of {jax.process_count()} processes "
+            f"the mesh must include devices of every process; leave num_devices unset "
+            f"(all {len(devices)} devices)"
+        )
     return make_mesh({DATA_AXIS: num_devices or len(devices)})
 
 

@@ -49,16 +49,13 @@ def test_sweep_trains_each_point_vmapped():
     assert not np.allclose(kernel[0], kernel[2])
 
 
-def test_continuous_gaussian_and_tanh_squash_run():
-    for squash in (False, True):
-        result = jaxrl.train("ppo", env="Pendulum-v1", tanh_squash=squash, **TINY)
-        assert np.isfinite(result.summary["final_return_mean"])
+# Continuous, tanh-squashed and recurrent PPO *learning* is asserted in
+# tests/algorithms/test_ppo_variants_learning.py (above a random policy by a margin).
 
 
-def test_recurrent_variant_runs_on_pomdp():
+def test_recurrent_variant_carries_one_gru_state_per_env():
     result = jaxrl.train("ppo", env="CartPole-POMDP-v1", recurrent=True, num_minibatches=2, **TINY)
     assert result.state.rnn_carry.shape == (1, 4, result.algorithm.config.rnn_hidden_size)
-    assert np.isfinite(result.summary["final_return_mean"])
 
 
 def _constant_critic(state: ppo.PPOState, value: float) -> ppo.PPOState:

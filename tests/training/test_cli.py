@@ -88,7 +88,10 @@ def test_train_flags_produce_the_run_directory(tmp_path, capsys, reference_summa
     summary = json.loads((run_dir / "summary.json").read_text())
     assert set(SUMMARY_KEYS) <= set(summary)
     assert {k: summary[k] for k in printed} == printed
-    assert 1.0 <= summary["final_return_mean"] <= 500.0 and summary["final_return_std"] >= 0.0
+    # 32 updates already lift CartPole above a random policy's ~22 (seed 3; the faster
+    # learning rate more so); the exact values are fixed by the seed.
+    assert summary["final_return_mean"] > 30.0 and summary["final_return_std"] >= 0.0
+    assert summary["sweep"][0]["final_return_mean"] > 40.0  # lr 1e-3
     assert summary["steps_per_second"] > 0 and summary["compile_seconds"] > 0
     assert summary["wall_seconds"] >= summary["compile_seconds"]
     assert re.fullmatch(r"[0-9a-f]{64}", summary["params_fingerprint"])

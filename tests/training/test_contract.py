@@ -294,3 +294,19 @@ def test_final_return_window_is_reported_when_rows_are_coarse():
     out = driver.final_returns_summary(history, 100, _agents([{}], 1))
     assert out["final_return_window"] == [80, 100]
     assert out["final_return_per_agent"] == [9.0]
+
+
+class ScheduledToy(FusedToy):
+    """A toy whose learning-rate schedule would be defined by total_steps."""
+
+    @property
+    def schedule_follows_total(self) -> bool:
+        return True
+
+
+def test_extending_a_run_whose_schedule_follows_the_total_needs_reschedule(tmp_path):
+    _run(ScheduledToy(ToyConfig(total_steps=40)), tmp_path)
+    with pytest.raises(cfg.ConfigError, match=r"total_steps=80.*--reschedule"):
+        _run(ScheduledToy(ToyConfig(total_steps=80)), tmp_path, resume=True)
+    result = _run(ScheduledToy(ToyConfig(total_steps=80)), tmp_path, resume=True, reschedule=True)
+    assert result.summary["samples_per_agent"] == 80

@@ -123,6 +123,11 @@ class PPO(Algorithm):
         else:
             self.network = ActorCritic(**common)
 
+    @property
+    def schedule_follows_total(self) -> bool:
+        """`anneal_lr` decays the learning rate to 0 at the last update of `total_steps`."""
+        return self.config.anneal_lr
+
     # ------------------------------------------------------------------ construction
     def hyperparams(self, **overrides: float) -> Any:
         """Sweepable hyperparameters of this config, with optional overrides."""
