@@ -31,6 +31,7 @@ from jaxrl.lm.tokenizer import (
     decode_completions,
     encode_batch_left_padded,
     load_tokenizer,
+    save_char_tokenizer,
 )
 
 __all__ = [
@@ -68,4 +69,5 @@ __all__ = [
     "decode_completions",
     "encode_batch_left_padded",
     "load_tokenizer",
+    "save_char_tokenizer",
 ]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import pathlib
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -326,3 +327,29 @@ def decode_completions(tokenizer: Tokenizer, tokens: Any, mask: Any | None = Non
     tokens = np.asarray(tokens)
     keep = np.ones(tokens.shape, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
     return [tokenizer.decode(row[m].tolist()) for row, m in zip(tokens, keep, strict=True)]
+
+
+def save_char_tokenizer(tokenizer: CharTokenizer, directory: str | pathlib.Path) -> None:
+    """Writes a character tokenizer as Hugging Face `tokenizer.json` + `tokenizer_config.json`.
+
+    A BPE model with no merges over the same ids (so every character is one token), the
+    specials as added tokens, bos prepended by the post-processor and a `Fuse` decoder:
+    `load_tokenizer(directory).encode(text)` equals `tokenizer.encode(text, add_bos=True)`.
+    """
+    from tokenizers import Tokenizer as RustTokenizer
+    from tokenizers import decoders, models, processors
+
+    specials = [tokenizer.pad_token, tokenizer.bos_token, tokenizer.eos_token]
+    vocab = {token: i for i, token in enumerate(specials)}
+    vocab.update({c: i + tokenizer.num_special for i, c in enumerate(tokenizer.alphabet)})
+    rust = RustTokenizer(models.BPE(vocab=vocab, merges=[]))
+    rust.add_special_tokens(specials)
+    rust.decoder = decoders.Fuse()
+    rust.post_processor = processors.TemplateProcessing(
+        single=f"{tokenizer.bos_token} $A", special_tokens=[(tokenizer.bos_token, tokenizer.bos_id)]
+    )
+    directory = pathlib.Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    rust.save(str(directory / "tokenizer.json"))
+    special_map = dict(zip(("pad_token", "bos_token", "eos_token"), specials, strict=True))
+    (directory / "tokenizer_config.json").write_text(json.dumps(special_map, indent=2) + "\n")

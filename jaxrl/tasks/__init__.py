@@ -1,0 +1,66 @@
+"""Tasks made in-process for language-model training and evaluation.
+
+A task (`base.Task`) is a seeded source of (prompt, answer) pairs with a disjoint
+held-out split and an `is_correct(completion, answer)` check. `make_task("addition")` or
+`make_task("jsonl:PATH")` builds one by name; the part after the first colon is the
+task's argument (a file path for `jsonl`).
+
+Adding a task: write `jaxrl/tasks/<name>.py` with a `Task` subclass, a `KNOBS` dict of
+its keyword options and their defaults, and `make(arg, **knobs)`; add one line to
+`_TASKS` below.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any
+
+from jaxrl.config import ConfigError
+
+from .base import BASE_ALPHABET, Example, Task, exact_match
+
+_TASKS = {
+    "addition": "jaxrl.tasks.addition",
+    "jsonl": "jaxrl.tasks.jsonl",
+}
+
+
+def names() -> list[str]:
+    """Names of the available tasks."""
+    return sorted(_TASKS)
+
+
+def _module(spec: str) -> tuple[ModuleType, str | None]:
+    name, sep, arg = spec.partition(":")
+    if name not in _TASKS:
+        raise ConfigError(
+            f"invalid task={spec!r}: unknown task {name!r}; available: "
+            f"{', '.join(n + (':PATH' if n == 'jsonl' else '') for n in names())}"
+        )
+    return importlib.import_module(_TASKS[name]), (arg if sep else None)
+
+
+def knobs(spec: str) -> dict[str, Any]:
+    """The keyword options (with defaults) that the task named in `spec` accepts."""
+    return dict(_module(spec)[0].KNOBS)
+
+
+def make_task(spec: str, **options: Any) -> Task:
+    """The task `spec` names (`"addition"`, `"jsonl:PATH"`), with its keyword options.
+
+    Raises `ConfigError` for an unknown task (listing the available ones), an option the
+    task does not take (listing those it does), or input the task rejects.
+    """
+    if not isinstance(spec, str):
+        raise ConfigError(f"invalid task={spec!r}: must be a string such as 'addition'")
+    module, arg = _module(spec)
+    unknown = sorted(set(options) - set(module.KNOBS))
+    if unknown:
+        raise ConfigError(
+            f"invalid task option(s) {unknown} for task {spec!r}: allowed {sorted(module.KNOBS)}"
+        )
+    return module.make(arg, **options)
+
+
+__all__ = ["BASE_ALPHABET", "Example", "Task", "exact_match", "knobs", "make_task", "names"]

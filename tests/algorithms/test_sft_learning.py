@@ -1,0 +1,34 @@
+"""SFT learns: a tiny Llama trained from scratch through the driver reaches >= 0.9 held-out
+exact match (greedy) on 3-digit addition.
+
+Budget: BUDGET below (the default model, 2 layers x 128 hidden, batch 64); measured on
+this 2-core CPU, see MEASURED. The default config's 40,960 samples are a warm start
+that stops well short of this (0.59 held-out at seed 0), leaving room for RL.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from jaxrl import config as cfg
+from jaxrl.algorithms import sft
+from jaxrl.lm import from_pretrained
+from jaxrl.training.driver import RunConfig, train
+
+BUDGET = {"total_steps": 128_000}  # 2000 updates of 64 samples
+MEASURED = "held-out exact match 1.000 in 227 s (seed 0, jax 0.10.2, 2-core CPU, lightly loaded)"
+
+
+@pytest.mark.slow
+def test_sft_reaches_090_held_out_exact_match_on_3_digit_addition(tmp_path):
+    algo = sft.make(cfg.replace(sft.default_config(), **BUDGET))
+    start = time.perf_counter()
+    result = train(algo, RunConfig(run_dir=str(tmp_path), seed=0, progress=False))
+    seconds = time.perf_counter() - start
+    accuracy = result.summary["eval_accuracy"]
+    print(f"held-out exact match {accuracy:.3f} in {seconds:.0f} s")
+    assert accuracy >= 0.9
+    assert result.metrics[-1]["loss"][0] < result.metrics[0]["loss"][0] / 5
+    from_pretrained(tmp_path / "model")  # the exported policy loads
