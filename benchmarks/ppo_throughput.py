@@ -331,13 +331,26 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--iters", type=int, default=10, help="with --profile: timed calls per function")
     args = p.parse_args(argv)
+    load = __import__("os").getloadavg()[0]
+    if load > 1.5:
+        print(
+            f"warning: load average {load:.1f} > 1.5: other work on this machine slows "
+            "torch's threads far more than XLA's, so ratios measured now mislead",
+            file=sys.stderr,
+        )
 
     meta = {
         "benchmark": "ppo_throughput",
+        # The command as typed (the --out path included), so the file says how it was made.
         "command": " ".join(
-            [Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]
+            [
+                "python",
+                "benchmarks/" + Path(__file__).name,
+                *(argv if argv is not None else sys.argv[1:]),
+            ]
         ),
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "load_average_at_start": list(__import__("os").getloadavg()),
         "machine": {
             "platform": platform.platform(),
             "python": platform.python_version(),

@@ -196,15 +196,13 @@ def _add_config_flags(p: argparse.ArgumentParser, algorithm: str, env: str | Non
 
     module = algorithms.get(algorithm)
     config_cls = module.Config
-    try:
-        preset = (
-            api.make_config(algorithm, env) if api.uses_env(module) else module.default_config()
-        )
-        heading = f"hyperparameters (defaults: the preset for --env {preset.env})"
-    except cfg.ConfigError:  # a bad --env is reported when training starts
-        preset, heading = config_cls(), "hyperparameters (defaults)"
-    if not api.uses_env(module):
-        heading = "hyperparameters (defaults)"
+    preset, heading = module.default_config(), "hyperparameters (defaults)"
+    if api.uses_env(module):
+        try:
+            preset = api.make_config(algorithm, env)
+            heading = f"hyperparameters (defaults: the preset for --env {preset.env})"
+        except cfg.ConfigError:  # a bad --env is reported when training starts
+            preset = config_cls()
     g = p.add_argument_group(heading)
     docs = cfg.field_docs(config_cls)
     hints = typing.get_type_hints(config_cls)

@@ -288,7 +288,7 @@ def test_leftover_temporary_checkpoint_is_ignored(copy_run, restore_target):
 @pytest.mark.parametrize(
     ("flags", "field"),
     [
-        (["--total-steps", "16384"], "total_steps"),
+        (["--total-steps", "4096"], "total_steps"),  # shorter: a run can only be extended
         (["--ent-coef", "0.02"], "ent_coef"),
         (["--num-seeds", "3"], "num_seeds"),
         (["--checkpoint-every", "512"], "checkpoint_every"),

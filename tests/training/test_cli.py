@@ -302,6 +302,11 @@ def test_eval_prints_returns_and_writes_eval_json(copy_run, capsys):
     # CartPole pays 1 per step, for 1 to 500 steps.
     assert all(1.0 <= r <= 500.0 for r in printed["return_per_agent"])
     assert printed["return_mean"] == pytest.approx(np.mean(printed["return_per_agent"]))
+    # Grouped by sweep point (lr), each over its 2 seeds.
+    assert [p["lr"] for p in printed["sweep"]] == [1e-3, 3e-4]
+    per_agent = printed["return_per_agent"]
+    assert printed["sweep"][1]["return_mean"] == pytest.approx(np.mean(per_agent[2:]))
+    assert printed["sweep"][1]["return_agents"] == 2
 
 
 def test_eval_of_a_directory_that_is_not_a_run(tmp_path, capsys):

@@ -115,7 +115,7 @@ def test_unknown_env_lists_registered_ids():
 
 
 def test_unknown_algorithm():
-    with pytest.raises(ValueError, match=r"unknown algorithm 'a2c'; available: \['ppo'\]"):
+    with pytest.raises(ValueError, match=r"unknown algorithm 'a2c'; available: \['ppo', 'sft'\]"):
         jaxrl.make_config("a2c")
 
 
