@@ -353,11 +353,12 @@ def _eval_report(result: dict[str, Any], resolved: dict[str, Any], episodes: int
     target = "env" if "env" in resolved["config"] else "task"
     report: dict[str, Any] = {
         target: resolved["config"].get(target),
-        "episodes_per_agent": episodes,
         **{k.replace("eval", name): v for k, v in _mean_std(per_agent, "eval").items()},
         f"{name}_per_agent": [float(x) for x in per_agent],
     }
     grid = cfg.expand_grid(cfg.parse_sweep(resolved["run"].get("sweep") or {}))
+    if "returns" in result:
+        report["episodes_per_agent"] = episodes
     if len(grid) > 1:
         s = resolved["run"]["num_seeds"]
         report["sweep"] = [
