@@ -343,7 +343,7 @@ def _eval_report(result: dict[str, Any], resolved: dict[str, Any], episodes: int
     """
     import numpy as np
 
-    from jaxrl.training.driver import _mean_std
+    from jaxrl.training.driver import mean_std
 
     if "returns" in result:
         name, per_agent = "return", np.asarray(result["returns"], np.float64).mean(axis=1)
@@ -353,7 +353,7 @@ def _eval_report(result: dict[str, Any], resolved: dict[str, Any], episodes: int
     target = "env" if "env" in resolved["config"] else "task"
     report: dict[str, Any] = {
         target: resolved["config"].get(target),
-        **{k.replace("eval", name): v for k, v in _mean_std(per_agent, "eval").items()},
+        **mean_std(per_agent, name),
         f"{name}_per_agent": [float(x) for x in per_agent],
     }
     grid = cfg.expand_grid(cfg.parse_sweep(resolved["run"].get("sweep") or {}))
@@ -362,13 +362,7 @@ def _eval_report(result: dict[str, Any], resolved: dict[str, Any], episodes: int
     if len(grid) > 1:
         s = resolved["run"]["num_seeds"]
         report["sweep"] = [
-            {
-                **point,
-                **{
-                    k.replace("eval", name): v
-                    for k, v in _mean_std(per_agent[g * s : (g + 1) * s], "eval").items()
-                },
-            }
+            {**point, **mean_std(per_agent[g * s : (g + 1) * s], name)}
             for g, point in enumerate(grid)
         ]
     return report

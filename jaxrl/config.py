@@ -130,6 +130,18 @@ def load_file(path: str | pathlib.Path) -> dict[str, Any]:
     return dict(data)
 
 
+def field_diffs(
+    saved: Mapping[str, Any], now: Mapping[str, Any], ignore: Sequence[str] = ()
+) -> list[str]:
+    """`"key: saved X, now Y"` for each field of `now` (a `to_dict`) that differs from
+    `saved` (as read back from JSON), except those in `ignore`."""
+    return [
+        f"{key}: saved {saved.get(key)!r}, now {value!r}"
+        for key, value in now.items()
+        if key not in ignore and json.loads(json.dumps(value)) != saved.get(key)
+    ]
+
+
 def to_dict(config: Any) -> dict[str, Any]:
     """JSON-friendly dict of a config dataclass."""
     out = {}

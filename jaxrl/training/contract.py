@@ -87,11 +87,13 @@ See docs/ARCHITECTURE.md for a worked example and which hooks each family uses.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import jax
+
+from jaxrl import config as cfg
+from jaxrl.training import mesh as mesh_lib
 
 Metrics = Mapping[str, jax.Array]
 
@@ -132,8 +134,9 @@ class Algorithm:
         return has_learn
 
     def update(self, state: Any) -> tuple[Any, Metrics]:
-        """Fused step: one whole update, pure and traceable."""
-        raise NotImplementedError
+        """Fused step: one whole update, pure and traceable. Abstract: a fused algorithm
+        overrides it, a staged one overrides `learn` instead (see `staged`)."""
+        raise NotImplementedError(f"{type(self).__name__} has a staged step: call learn")
 
     def collect(self, state: Any) -> tuple[Any, Any] | None:
         """Staged step, phase 1 (jitted). Return None (the default) when there is
@@ -149,23 +152,18 @@ class Algorithm:
         return collected, host_state, {}
 
     def learn(self, state: Any, batch: Any) -> tuple[Any, Metrics]:
-        """Staged step, phase 3 (jitted): learn from the batch `process` returned."""
-        raise NotImplementedError
+        """Staged step, phase 3 (jitted): learn from the batch `process` returned.
+        Abstract: a staged algorithm overrides it, a fused one overrides `update`."""
+        raise NotImplementedError(f"{type(self).__name__} has a fused step: call update")
 
     # ------------------------------------------------------------------ hooks
     def make_mesh(self, num_devices: int | None) -> jax.sharding.Mesh:
-        from jaxrl.training import mesh as mesh_lib
-
         return mesh_lib.data_mesh(num_devices)
 
     def state_sharding(self, abstract_state: Any, mesh: jax.sharding.Mesh, num_agents: int) -> Any:
-        from jaxrl.training import mesh as mesh_lib
-
         return mesh_lib.agent_or_env_sharding(abstract_state, mesh, num_agents, self.ENV_FIELDS)
 
     def batch_sharding(self, abstract_batch: Any, mesh: jax.sharding.Mesh, num_agents: int) -> Any:
-        from jaxrl.training import mesh as mesh_lib
-
         return mesh_lib.agent_or_env_sharding(abstract_batch, mesh, num_agents, ())
 
     def init_host_state(self, seed: int, num_agents: int) -> Any:
@@ -198,14 +196,8 @@ class Algorithm:
         (an annealed learning rate rises again), so the user must say so with
         `reschedule=True` (`--reschedule`).
         """
-        from jaxrl import config as cfg
-
         now = cfg.to_dict(self.config)
-        diffs = [
-            f"{key}: saved {saved_config.get(key)!r}, now {value!r}"
-            for key, value in now.items()
-            if key != "total_steps" and json.loads(json.dumps(value)) != saved_config.get(key)
-        ]
+        diffs = cfg.field_diffs(saved_config, now, ignore=("total_steps",))
         saved_total, total = saved_config.get("total_steps"), now.get("total_steps")
         if saved_total is not None and total is not None and total < saved_total:
             diffs.append(

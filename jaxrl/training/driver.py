@@ -774,23 +774,24 @@ def final_returns_summary(
     )
     with np.errstate(invalid="ignore", divide="ignore"):
         final = (returns * counts).sum(0) / counts.sum(0)
-    start = history[history.index(rows[0]) - 1]["update"] if history.index(rows[0]) > 0 else 0
+    first_row = history.index(rows[0])
+    start = history[first_row - 1]["update"] if first_row > 0 else 0
     out: dict[str, Any] = {
-        **_mean_std(final, "final_return"),
+        **mean_std(final, "final_return"),
         "final_return_per_agent": [None if math.isnan(v) else float(v) for v in final],
         "final_return_window": [start, rows[-1]["update"]],
     }
     if len(agents.grid) > 1:
         s = agents.num_seeds
         out["sweep"] = [
-            {**point, **_mean_std(final[g * s : (g + 1) * s], "final_return")}
+            {**point, **mean_std(final[g * s : (g + 1) * s], "final_return")}
             for g, point in enumerate(agents.grid)
         ]
     return out
 
 
-def _mean_std(values: np.ndarray, prefix: str) -> dict[str, Any]:
-    """Mean and std over the finite entries, and how many there were."""
+def mean_std(values: np.ndarray, prefix: str) -> dict[str, Any]:
+    """`{prefix}_mean`, `_std` over the finite (per-agent) entries, and `_agents`: how many."""
     finite = values[~np.isnan(values)]
     return {
         f"{prefix}_mean": float(finite.mean()) if finite.size else None,
@@ -857,13 +858,9 @@ def _prepare_run_dir(
 
 def _check_same_run(saved: dict[str, Any], resolved: dict[str, Any]) -> None:
     """The run section of config.json must match (but for `_RESUME_MAY_DIFFER`)."""
-    diffs = []
+    diffs = cfg.field_diffs(saved["run"], resolved["run"], ignore=_RESUME_MAY_DIFFER)
     if saved["algorithm"] != resolved["algorithm"]:
-        diffs.append(f"algorithm: {saved['algorithm']!r} != {resolved['algorithm']!r}")
-    for key, value in resolved["run"].items():
-        old = saved["run"].get(key)
-        if key not in _RESUME_MAY_DIFFER and json.loads(json.dumps(value)) != old:
-            diffs.append(f"{key}: saved {old!r}, now {value!r}")
+        diffs.insert(0, f"algorithm: {saved['algorithm']!r} != {resolved['algorithm']!r}")
     if diffs:
         raise cfg.ConfigError(
             "cannot resume with a different config (results would not match an uninterrupted run): "

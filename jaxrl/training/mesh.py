@@ -84,24 +84,33 @@ def make_mesh(axes: Mapping[str, int] | None = None, devices: Sequence[Any] | No
     return Mesh(np.asarray(used, dtype=object).reshape(sizes), tuple(axes))
 
 
-def data_mesh(num_devices: int | None = None) -> Mesh:
-    """The 1-D `data` mesh over the first `num_devices` devices (all by default)."""
+def select_devices(num_devices: int | None = None) -> list[Any]:
+    """The first `num_devices` devices (all by default), checked: a count out of range,
+    or one that leaves a process of a multi-process run without devices, is a
+    `ConfigError` naming `num_devices`. Every algorithm's `make_mesh` starts here."""
     devices = jax.devices()
-    if num_devices is not None and not 1 <= num_devices <= len(devices):
+    if num_devices is None:
+        return list(devices)
+    if not 1 <= num_devices <= len(devices):
         raise ConfigError(
             f"invalid num_devices={num_devices}: must be in [1, {len(devices)}] "
             f"(devices available: {len(devices)})"
         )
-    if num_devices is not None and len({d.process_index for d in devices[:num_devices]}) < len(
-        {d.process_index for d in devices}
-    ):
+    chosen = list(devices[:num_devices])
+    if len({d.process_index for d in chosen}) < len({d.process_index for d in devices}):
         # A process without devices in the mesh could not take part in the run.
         raise ConfigError(
             f"invalid num_devices={num_devices}: in a run of {jax.process_count()} processes "
             f"the mesh must include devices of every process; leave num_devices unset "
             f"(all {len(devices)} devices)"
         )
-    return make_mesh({DATA_AXIS: num_devices or len(devices)})
+    return chosen
+
+
+def data_mesh(num_devices: int | None = None) -> Mesh:
+    """The 1-D `data` mesh over the first `num_devices` devices (all by default)."""
+    devices = select_devices(num_devices)
+    return make_mesh({DATA_AXIS: len(devices)}, devices)
 
 
 def agent_or_env_sharding(

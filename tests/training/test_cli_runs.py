@@ -9,6 +9,7 @@ through the persistent compilation cache.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import pathlib
 import signal
@@ -49,6 +50,16 @@ def _start(run_dir: pathlib.Path, *extra: str) -> subprocess.Popen:
     )
 
 
+def _resume(run_dir: pathlib.Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        jaxrl_command(*_long_args(run_dir, "--resume")),
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
 def _wait_for_rows(proc: subprocess.Popen, run_dir: pathlib.Path, n: int = 1) -> None:
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
@@ -78,13 +89,7 @@ def test_a_signal_stops_after_the_chunk_with_a_checkpoint_and_resume_finishes(tm
     assert checkpoint_steps(run_dir) == [rows[-1]["update"]]
     assert not (run_dir / "summary.json").exists()
 
-    done = subprocess.run(
-        jaxrl_command(*_long_args(run_dir, "--resume")),
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    done = _resume(run_dir)
     assert done.returncode == 0, done.stderr
     assert f"resuming from update {rows[-1]['update']}" in done.stderr
     assert [r["update"] for r in read_metrics(run_dir)] == list(range(1, 257))
@@ -110,13 +115,7 @@ def test_resume_of_a_run_killed_before_its_first_checkpoint_fails_clearly(tmp_pa
     proc.kill()
     proc.wait(60)
     before = (run_dir / "metrics.jsonl").read_text()
-    done = subprocess.run(
-        jaxrl_command(*_long_args(run_dir, "--resume")),
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = _resume(run_dir)
     assert done.returncode == 2, done.stderr
     assert "no checkpoint" in done.stderr and "--fresh" in done.stderr
     assert "Traceback" not in done.stderr
@@ -152,12 +151,8 @@ def test_a_swept_hyperparameter_given_as_a_flag_is_refused(tmp_path, capsys):
 
 
 def test_a_missing_optional_dependency_is_one_line(tmp_path, capsys):
-    try:
-        import brax  # noqa: F401
-
+    if importlib.util.find_spec("brax") is not None:
         pytest.skip("brax is installed here")
-    except ImportError:
-        pass
     assert cli.main(["train", "ppo", "--env", "brax:ant", "--run-dir", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("jaxrl: error: ") and "pip install brax" in err[0]

@@ -278,15 +278,7 @@ class SFT(Algorithm):
         """`data x fsdp x tensor` over the first `num_devices` devices; `mesh_fsdp` and
         `mesh_tensor` from the config, `data` the rest."""
         c = self.config
-        devices = jax.devices()
-        if num_devices is not None:
-            cfg.check(
-                1 <= num_devices <= len(devices),
-                "num_devices",
-                num_devices,
-                f"in [1, {len(devices)}] (devices available)",
-            )
-            devices = devices[:num_devices]
+        devices = mesh_lib.select_devices(num_devices)
         cfg.check(
             len(devices) % (c.mesh_fsdp * c.mesh_tensor) == 0,
             "mesh_fsdp",
