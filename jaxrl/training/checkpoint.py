@@ -146,6 +146,19 @@ class Checkpointer:
         self._manager = ocp.CheckpointManager(
             self.directory, options=options, item_names=("state", "meta")
         )
+        self._await_tmp_cleanup()
+
+    def _await_tmp_cleanup(self) -> None:
+        """Waits for orbax's clean-up of unfinished saves, started in a thread above.
+
+        orbax awaits it only before the first save, and its `close` does not: a
+        process that stops before saving (e.g. a refused resume) would otherwise
+        exit with that thread still running, which prints a traceback at
+        interpreter shutdown ("cannot schedule new futures").
+        """
+        await_cleanup = getattr(self._manager, "_maybe_await_cleanup_tmp_directory", None)
+        if await_cleanup is not None:
+            await_cleanup()
 
     def steps(self) -> list[int]:
         """Finalised checkpoint steps, oldest first."""
