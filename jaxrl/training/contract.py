@@ -38,6 +38,9 @@ and **one** of two kinds of step:
   plain Python on the host, then `learn(state, batch) -> (state, metrics)` (pure,
   jitted). Rewards that check answers or run model-written code in a sandbox,
   and data loaders with a cursor, live in `process`. SFT and GRPO use this.
+  When the device phase needs host data first (GRPO's prompts come from a task
+  on the host), an optional `prepare(host_state) -> (inputs, host_state)` runs on
+  the host before it, and `collect(state, inputs)` receives them.
 
 `metrics` maps names to scalars (per agent). Names starting with `episode_` are
 averaged weighted by the `episodes` count when an algorithm reports one; a
@@ -48,7 +51,8 @@ Hooks, each with a default that is today's behaviour (override what you need):
     state_sharding(abstract, mesh, agents)    shardings of the stacked state; default:
                                               agent axis over `data`, else the
                                               `ENV_FIELDS`' environment axis, else replicated.
-    batch_sharding(abstract, mesh, agents)    staged only: shardings of `learn`'s batch.
+    batch_sharding(abstract, mesh, agents)    staged only: shardings of `learn`'s batch
+                                              (and of `prepare`'s inputs to `collect`).
     checkpoint_exclude                        top-level state fields that are frozen or
                                               derivable (a reference model, a tokenizer
                                               table): not saved, not fingerprinted;
@@ -142,6 +146,12 @@ class Algorithm:
         """Staged step, phase 1 (jitted). Return None (the default) when there is
         nothing to compute on the device before `process`, e.g. a data loader."""
         return None
+
+    def prepare(self, host_state: Any) -> tuple[Any, Any]:
+        """Staged step, phase 0 (host Python, optional): `(inputs, host_state)`, where
+        `inputs` (numpy, leading agent axis, fixed shapes) go to `collect(state, inputs)`,
+        sharded by `batch_sharding`. Override it together with a two-argument `collect`."""
+        raise NotImplementedError(f"{type(self).__name__} has no prepare phase")
 
     def process(self, collected: Any, host_state: Any) -> tuple[Any, Any, Mapping[str, Any]]:
         """Staged step, phase 2 (host Python): `(batch, host_state, host_metrics)`.
@@ -237,3 +247,6 @@ def check_algorithm(algo: Any) -> None:
             f"{list(PROGRESS_UNITS)}"
         )
     algo.staged  # noqa: B018 - raises when neither or both step kinds are implemented
+    cls = type(algo)
+    if cls.prepare is not Algorithm.prepare and cls.collect is Algorithm.collect:
+        raise TypeError(f"{cls.__name__} has a prepare phase but no collect to feed")

@@ -475,38 +475,48 @@ class _FusedStepper:
 
 
 class _StagedStepper:
-    """K x (jit `collect` -> host `process` -> jit `learn`); each phase compiled once,
-    `learn` for the shapes of the first batch (`process` must keep them fixed)."""
+    """K x ([host `prepare` ->] jit `collect` -> host `process` -> jit `learn`); each
+    jitted phase compiled once, for the shapes of the first inputs and batch (`prepare`
+    and `process` must keep them fixed)."""
 
     def __init__(self, algo, num_agents, mesh, shardings, compile_clock):
         self.algo, self.num_agents, self.mesh = algo, num_agents, mesh
         self.shardings, self.replicated = shardings, mesh_lib.replicated(mesh)
         self.compile_clock = compile_clock
         self.has_collect = type(algo).collect is not Algorithm.collect
-        self.collect_fn = self.learn_fn = self.batch_shardings = None
+        self.has_prepare = type(algo).prepare is not Algorithm.prepare
+        self.collect_fn = self.learn_fn = self.batch_shardings = self.input_shardings = None
 
-    def _compile_collect(self, state: Any) -> None:
+    def _compile_collect(self, state: Any, inputs: Any) -> None:
+        """`collect(state)`, or `collect(state, inputs)` after a `prepare`."""
         with self.compile_clock:
+            in_shardings, specs = (self.shardings,), (_spec(state),)
+            if self.has_prepare:
+                self.input_shardings, input_spec = self._host_batch_spec(inputs)
+                in_shardings, specs = (*in_shardings, self.input_shardings), (*specs, input_spec)
             self.collect_fn = (
                 jax.jit(
                     _agents_fn(self.algo.collect, self.num_agents),
-                    in_shardings=(self.shardings,),
+                    in_shardings=in_shardings,
                     out_shardings=(self.shardings, self.replicated),
                     donate_argnums=0,
                 )
-                .lower(_spec(state))
+                .lower(*specs)
                 .compile()
             )
 
+    def _host_batch_spec(self, batch: Any) -> tuple[Any, Any]:
+        """Shardings (`algo.batch_sharding`) and sharded abstract values of a host batch."""
+        abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), batch)
+        shardings = self.algo.batch_sharding(abstract, self.mesh, self.num_agents)
+        spec = jax.tree.map(
+            lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), abstract, shardings
+        )
+        return shardings, spec
+
     def _compile_learn(self, state: Any, batch: Any) -> None:
         with self.compile_clock:
-            abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), batch)
-            self.batch_shardings = self.algo.batch_sharding(abstract, self.mesh, self.num_agents)
-            batch_spec = jax.tree.map(
-                lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
-                abstract,
-                self.batch_shardings,
-            )
+            self.batch_shardings, batch_spec = self._host_batch_spec(batch)
             self.learn_fn = (
                 jax.jit(
                     _agents_fn(self.algo.learn, self.num_agents),
@@ -521,11 +531,16 @@ class _StagedStepper:
     def run(self, state, host_state, length):
         rows = []
         for _ in range(length):
-            collected = None
+            collected, inputs = None, ()
+            if self.has_prepare:
+                inputs, host_state = self.algo.prepare(host_state)
+                inputs = (inputs,)
             if self.has_collect:
                 if self.collect_fn is None:
-                    self._compile_collect(state)
-                state, collected = self.collect_fn(state)
+                    self._compile_collect(state, *inputs)
+                if inputs:
+                    inputs = (jax.device_put(inputs[0], self.input_shardings),)
+                state, collected = self.collect_fn(state, *inputs)
                 collected = jax.tree.map(np.asarray, collected)  # host sync
             batch, host_state, host_metrics = self.algo.process(collected, host_state)
             if self.learn_fn is None:

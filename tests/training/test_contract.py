@@ -123,6 +123,26 @@ class StagedToy(_Toy):
         return self._step(state, batch)
 
 
+class FourPhaseToy(StagedToy):
+    """Host inputs -> device collect -> host process -> device learn (GRPO's shape):
+    the host draws x, the device computes the targets, the host adds noise-free
+    checks, the device learns."""
+
+    name = "four-phase-toy"
+
+    def prepare(self, host_state):
+        x, host_state, _ = StagedToy.process(self, None, host_state)
+        return x, host_state
+
+    def collect(self, state, x):
+        return state, {"x": x, "y": 3.0 * x - 1.0}
+
+    def process(self, collected, host_state):
+        assert collected["x"].shape == (host_state["agents"], self.config.batch_size)
+        np.testing.assert_allclose(collected["y"], 3.0 * collected["x"] - 1.0, atol=1e-6)
+        return collected["x"], host_state, {"cursor": host_state["cursor"]}
+
+
 def _run(algo, tmp_path=None, **run):
     run.setdefault("progress", False)
     if tmp_path is not None:
@@ -130,7 +150,7 @@ def _run(algo, tmp_path=None, **run):
     return driver.train(algo, RunConfig(**run))
 
 
-@pytest.mark.parametrize("cls", [FusedToy, StagedToy])
+@pytest.mark.parametrize("cls", [FusedToy, StagedToy, FourPhaseToy])
 def test_both_step_kinds_learn_through_one_loop(cls, tmp_path):
     result = _run(cls(ToyConfig(total_steps=400, lr=0.5)), tmp_path, num_seeds=2, log_every=40)
     params = jax.tree.map(np.asarray, result.state.params)
@@ -144,11 +164,11 @@ def test_both_step_kinds_learn_through_one_loop(cls, tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["progress_unit"] == "samples" and summary["samples_per_agent"] == 400
     assert "final_return_mean" not in summary  # no episodes: no returns invented
-    if cls is StagedToy:
+    if cls is not FusedToy:
         assert rows[-1]["cursor"] == [48.0, 48.0]  # host metrics are logged (chunk mean: 46..50)
 
 
-@pytest.mark.parametrize("cls", [FusedToy, StagedToy])
+@pytest.mark.parametrize("cls", [FusedToy, StagedToy, FourPhaseToy])
 def test_resume_matches_uninterrupted_run_with_host_state(cls, tmp_path):
     algo = cls(ToyConfig(total_steps=80))
     full = _run(algo, tmp_path / "full", checkpoint_every=16, log_every=8)
@@ -160,7 +180,7 @@ def test_resume_matches_uninterrupted_run_with_host_state(cls, tmp_path):
     assert resumed.summary["params_fingerprint"] == full.summary["params_fingerprint"]
     config = json.loads((tmp_path / "half" / "config.json").read_text())
     assert config["config"]["total_steps"] == 80  # the record says what the run now is
-    if cls is StagedToy:
+    if cls is not FusedToy:
         from jaxrl.training.checkpoint import Checkpointer
 
         ckpt = Checkpointer(tmp_path / "half" / "checkpoints", read_only=True)
@@ -239,6 +259,15 @@ def test_contract_violations_fail_early():
         check_algorithm(Neither(ToyConfig()))
     with pytest.raises(TypeError, match="not a jaxrl.training.contract.Algorithm"):
         check_algorithm(object())
+
+    class PrepareOnly(StagedToy):
+        name = "prepare-only"
+
+        def prepare(self, host_state):
+            return None, host_state
+
+    with pytest.raises(TypeError, match="prepare phase but no collect"):
+        check_algorithm(PrepareOnly(ToyConfig()))
 
 
 def test_warm_start_params_are_used_by_every_agent():
