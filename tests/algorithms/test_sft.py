@@ -209,7 +209,7 @@ def test_finish_exports_a_loadable_model_and_measures_held_out_accuracy(tmp_path
     again = make(task=f"jsonl:{data}", num_eval=8, model=str(tmp_path / "run"))
     assert again.model_dir == model_dir and again.model.config == model.config
     warm = again.init(jax.random.key(1), again.hyperparams(), again.load_params())
-    assert again.accuracy(warm.params, again.task.eval_examples()) == 1.0
+    assert again.eval_accuracy(warm.params, again.task.eval_examples()) == 1.0
     assert encode_example(again.tokenizer, "w1", "ok") == encode_example(algo.tokenizer, "w1", "ok")
 
 
@@ -217,7 +217,7 @@ def test_finish_exports_a_loadable_model_and_measures_held_out_accuracy(tmp_path
 @pytest.mark.parametrize(
     ("overrides", "match"),
     [
-        ({"task": "countdown"}, r"invalid task='countdown'.*available: addition, jsonl:PATH"),
+        ({"task": "nosuch"}, r"invalid task='nosuch'.*available: addition, countdown"),
         ({"task": "jsonl:/no/such.jsonl"}, r"/no/such\.jsonl': no such file"),
         ({"max_len": 5}, r"invalid max_len=5: task 'addition' has an example of 11 tokens"),
         ({"context_len": 8}, r"invalid context_len=8: the model's context is 8 tokens"),

@@ -1,0 +1,504 @@
+"""What every language-model algorithm shares: its config fields, the model, the mesh.
+
+SFT and the token-rollout RL algorithms (GRPO and its family) differ in their steps and
+losses; everything around them is the same and lives here once:
+
+* `LMConfig`: the task, the model (a random tiny Llama with a character tokenizer, or a
+  Hugging Face directory / run directory), LoRA, the `data x fsdp x tensor` mesh, the
+  AdamW optimiser and its schedule, evaluation batch size. An algorithm's config
+  subclasses it, adds its own fields and may change defaults.
+* `LMAlgorithm`: an `Algorithm` base that builds the tokenizer, model and LoRA config
+  from an `LMConfig`, loads warm-start weights (`load_params`), initialises trainable
+  parameters and the frozen LoRA base, builds the optimiser, shards states and batches
+  by the LM rules (`jaxrl.lm.sharding`), measures held-out greedy exact match and
+  exports a model in Hugging Face layout.
+* Pure helpers: `lr_schedule`, `encode_example`, `random_model_config`,
+  `resolve_model_dir`, `left_pad`, `agent`.
+
+Subclasses implement the staged step (`process`/`learn`, and for RL `prepare`/`collect`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import pathlib
+import shutil
+from collections.abc import Sequence
+from typing import Any
+
+import flax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.sharding import Mesh, NamedSharding
+
+from jaxrl import config as cfg
+from jaxrl import tasks
+from jaxrl.config import ConfigError
+from jaxrl.lm import (
+    CharTokenizer,
+    LoRAConfig,
+    ModelConfig,
+    Tokenizer,
+    Transformer,
+    apply_lora,
+    decode_completions,
+    from_pretrained,
+    generate,
+    init_lora,
+    load_tokenizer,
+    merge_lora,
+    save_char_tokenizer,
+    save_pretrained,
+)
+from jaxrl.lm import sharding as lm_sharding
+from jaxrl.lm.checkpoint import param_shapes, read_hf_config
+from jaxrl.lm.config import SUPPORTED_DTYPES
+from jaxrl.lm.lora import LINEAR_TARGETS
+from jaxrl.training import mesh as mesh_lib
+from jaxrl.training.contract import Algorithm
+
+MODEL_DIR = "model"  # the exported policy inside a run directory
+LR_SCHEDULES = ("cosine", "constant")
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+@dataclasses.dataclass(frozen=True)
+class LMConfig:
+    """Fields shared by every language-model algorithm (see `jaxrl/algorithms/lm_common.py`).
+
+    Model: `model=None` builds a small random Llama with a character tokenizer from the
+    size fields below; a directory in Hugging Face layout (config.json, safetensors,
+    tokenizer.json), or a run directory holding one in `model/`, is loaded instead and
+    the size fields are ignored. `lora_rank=0` trains every parameter; `> 0` trains LoRA
+    adapters (Hu et al. 2021) on `lora_targets` and keeps the base frozen.
+    """
+
+    # -- data
+    task: str = "addition"
+    """Task: addition, countdown, strings or jsonl:PATH (see `jaxrl/tasks/`)."""
+    digits: int = 3
+    """Addition: digits of each operand (the difficulty knob)."""
+    numbers: int = 3
+    """Countdown: how many numbers the expression must use, each exactly once."""
+    max_number: int = 25
+    """Countdown: the largest given number."""
+    max_target: int = 999
+    """Countdown: the largest target."""
+    depth: int = 1
+    """Strings: 1 asks for f(x), 2 for compositions f(g(x))."""
+    word_len: int = 8
+    """Strings: the longest input word."""
+    held_out_pairs: int = 20
+    """Strings: function pairs (f, g) never composed in training (held out)."""
+    num_eval: int = 256
+    """Held-out prompts for evaluation (jsonl: at most a fifth of the file)."""
+    split_seed: int = 0
+    """Which prompts are held out; independent of the run's seed."""
+    # -- model
+    model: str | None = None
+    """HF-layout model directory or run directory to start from (None: random tiny Llama)."""
+    num_layers: int = 2
+    """Random model: transformer layers."""
+    hidden_size: int = 128
+    """Random model: hidden size."""
+    num_heads: int = 4
+    """Random model: attention heads."""
+    num_kv_heads: int = 4
+    """Random model: key/value heads (grouped-query attention when fewer)."""
+    mlp_size: int = 512
+    """Random model: MLP intermediate size."""
+    context_len: int = 128
+    """Random model: max_position_embeddings."""
+    dtype: str = "float32"
+    """Compute dtype (parameters stay float32)."""
+    remat: bool = False
+    """Recompute layer activations in the backward pass (less memory, more compute)."""
+    logprob_chunk: int = 512
+    """Tokens per vocabulary-projection block of the loss (no full logits)."""
+    # -- optimiser: clip(global norm) -> Adam -> decoupled weight decay -> -lr * schedule
+    lr: float = 2e-3
+    """Peak learning rate (AdamW)."""
+    weight_decay: float = 0.1
+    """Decoupled weight decay (AdamW)."""
+    max_grad_norm: float = 1.0
+    """Global gradient-norm clip."""
+    adam_b1: float = 0.9
+    """Adam beta1."""
+    adam_b2: float = 0.98
+    """Adam beta2."""
+    adam_eps: float = 1e-8
+    """Adam epsilon."""
+    warmup: float = 0.05
+    """Fraction of the updates with a linear learning-rate warmup."""
+    lr_schedule: str = "cosine"
+    """After warmup: "cosine" (to 0 at the last update) or "constant"."""
+    # -- LoRA
+    lora_rank: int = 0
+    """LoRA rank (0: full fine-tuning; > 0: adapters on a frozen base)."""
+    lora_alpha: float = 16.0
+    """LoRA scale numerator (the update is alpha / rank * B A)."""
+    lora_targets: tuple[str, ...] = ("all-linear",)
+    """Modules that get adapters ("all-linear" or projection names)."""
+    # -- mesh: data x fsdp x tensor; data gets the devices fsdp and tensor leave
+    mesh_fsdp: int = 1
+    """Devices of the mesh's fsdp axis (parameters sharded ZeRO-3 style)."""
+    mesh_tensor: int = 1
+    """Devices of the mesh's tensor axis (heads and MLP split); data gets the rest."""
+    # -- evaluation
+    eval_batch_size: int = 256
+    """Prompts per decoding batch in evaluation."""
+
+    def validate(self) -> LMConfig:
+        """Raises `ConfigError` naming the first invalid shared field; returns self."""
+        cfg.check(isinstance(self.task, str) and bool(self.task), "task", self.task, "a task name")
+        cfg.check_positive(self, "digits", "num_eval")
+        cfg.check(self.split_seed >= 0, "split_seed", self.split_seed, "an integer >= 0")
+        cfg.check_positive(self, "num_layers", "hidden_size", "num_heads", "num_kv_heads")
+        cfg.check_positive(self, "mlp_size", "context_len", "logprob_chunk", "eval_batch_size")
+        cfg.check(
+            self.hidden_size % self.num_heads == 0
+            and (self.hidden_size // self.num_heads) % 2 == 0,
+            "num_heads",
+            self.num_heads,
+            f"a divisor of hidden_size={self.hidden_size} leaving an even head size",
+        )
+        cfg.check(
+            self.num_heads % self.num_kv_heads == 0,
+            "num_kv_heads",
+            self.num_kv_heads,
+            f"a divisor of num_heads={self.num_heads}",
+        )
+        cfg.check_choice(self, "dtype", SUPPORTED_DTYPES)
+        cfg.check_positive(self, "lr", "max_grad_norm", "adam_eps")
+        cfg.check(self.weight_decay >= 0, "weight_decay", self.weight_decay, ">= 0")
+        cfg.check_range(self, "adam_b1", 0.0, 1.0, closed=False)
+        cfg.check_range(self, "adam_b2", 0.0, 1.0, closed=False)
+        cfg.check(0 <= self.warmup < 1, "warmup", self.warmup, "a fraction in [0, 1)")
+        cfg.check_choice(self, "lr_schedule", LR_SCHEDULES)
+        cfg.check(self.lora_rank >= 0, "lora_rank", self.lora_rank, ">= 0 (0: full fine-tuning)")
+        cfg.check_positive(self, "lora_alpha")
+        allowed = ("all-linear", *LINEAR_TARGETS)
+        cfg.check(
+            len(self.lora_targets) > 0
+            and all(t in allowed for t in self.lora_targets)
+            and ("all-linear" not in self.lora_targets or len(self.lora_targets) == 1),
+            "lora_targets",
+            self.lora_targets,
+            f"'all-linear' or a list of {list(LINEAR_TARGETS)}",
+        )
+        cfg.check_positive(self, "mesh_fsdp", "mesh_tensor")
+        return self
+
+
+class LMAlgorithm(Algorithm):
+    """Base of the language-model algorithms: model, LoRA, optimiser, mesh, export.
+
+    Subclasses call `super().__init__(config)` first; they then have `task`, `tokenizer`,
+    `model`, `lora` (None for full fine-tuning) and `model_dir` (None for a random
+    model). `batch_rows` (set by the subclass) is the number of rows of a learning
+    batch, which the mesh's `data x fsdp` devices must divide.
+    """
+
+    progress_unit = "samples"
+    batch_rows: int
+
+    def __init__(self, config: LMConfig):
+        c = self.config = config.validate()
+        self.task = tasks.make_task(c.task, **{k: getattr(c, k) for k in tasks.knobs(c.task)})
+        self.model_dir = resolve_model_dir(c.model) if c.model is not None else None
+        if self.model_dir is None:
+            alphabet = tasks.BASE_ALPHABET + "".join(
+                sorted(set(self.task.alphabet) - set(tasks.BASE_ALPHABET))
+            )
+            self.tokenizer: Tokenizer = CharTokenizer(alphabet)
+            model_config = random_model_config(c, self.tokenizer.vocab_size)
+        else:
+            self.tokenizer, model_config = _load_model_config(self.model_dir, c.dtype)
+        self.model = Transformer(model_config, remat=c.remat)
+        self.lora = (
+            LoRAConfig(
+                targets="all-linear" if c.lora_targets == ("all-linear",) else c.lora_targets,
+                rank=c.lora_rank,
+                alpha=c.lora_alpha,
+            )
+            if c.lora_rank
+            else None
+        )
+
+    # ------------------------------------------------------------------ parameters
+    def load_params(self) -> Any:
+        """The `model` directory's weights as host arrays (None for a random model)."""
+        if self.model_dir is None:
+            return None
+        _, params = from_pretrained(self.model_dir, dtype=self.config.dtype)
+        return jax.device_get(params)
+
+    def init_model(self, key: jax.Array, params: Any = None) -> tuple[Any, Any]:
+        """`(trainable, frozen_base)`: the model from `params` (a warm start) or from `key`,
+        and LoRA adapters from `key` on top of it (then the model is the frozen base;
+        without LoRA the base is None). Pure: the same key and params give the same."""
+        k_model, k_lora = jax.random.split(key)
+        if params is None:
+            base = self.model.init(k_model, jnp.zeros((1, 1), jnp.int32))
+        else:
+            _check_params(self.model.config, params)
+            base = jax.tree.map(jnp.asarray, params)
+        if self.lora is None:
+            return base, None
+        return init_lora(k_lora, self.model.config, self.lora, base), base
+
+    def optimizer(self, hp: Any, lr_scale: jax.Array | float) -> optax.GradientTransformation:
+        """clip(global norm) -> Adam -> decoupled weight decay on matrices (AdamW,
+        Loshchilov & Hutter 2019) -> -lr * schedule. Built from the (possibly swept,
+        traced) hyperparameters each step; its state layout does not depend on them."""
+        c = self.config
+        return optax.chain(
+            optax.clip_by_global_norm(hp.max_grad_norm),
+            optax.scale_by_adam(b1=c.adam_b1, b2=c.adam_b2, eps=c.adam_eps),
+            optax.add_decayed_weights(
+                hp.weight_decay, mask=lambda p: jax.tree.map(lambda x: x.ndim >= 2, p)
+            ),
+            optax.scale(-hp.lr * lr_scale),
+        )
+
+    def lr_scale(self, update_step: jax.Array) -> jax.Array:
+        """The learning-rate multiplier of `lr_schedule` at `update_step`."""
+        c = self.config
+        return lr_schedule(update_step, self.num_updates, c.warmup, c.lr_schedule)
+
+    def model_params(self, trainable: Any, base: Any) -> Any:
+        """The parameters the model runs with: the trained ones, or base + LoRA."""
+        return trainable if self.lora is None else apply_lora(base, trainable, self.lora)
+
+    def merged_params(self, state: Any) -> Any:
+        """One agent's plain model parameters (LoRA merged into the base)."""
+        if self.lora is None:
+            return state.params
+        return merge_lora(state.base_params, state.params, self.lora)
+
+    # ------------------------------------------------------------------ mesh hooks
+    def make_mesh(self, num_devices: int | None) -> Mesh:
+        """`data x fsdp x tensor` over the first `num_devices` devices; `mesh_fsdp` and
+        `mesh_tensor` from the config, `data` the rest."""
+        c = self.config
+        devices = mesh_lib.select_devices(num_devices)
+        cfg.check(
+            len(devices) % (c.mesh_fsdp * c.mesh_tensor) == 0,
+            "mesh_fsdp",
+            c.mesh_fsdp,
+            f"such that mesh_fsdp * mesh_tensor={c.mesh_fsdp * c.mesh_tensor} divides the "
+            f"{len(devices)} devices",
+        )
+        mesh = lm_sharding.make_mesh(-1, c.mesh_fsdp, c.mesh_tensor, devices=devices)
+        rows = mesh.shape["data"] * mesh.shape["fsdp"]
+        cfg.check(
+            self.batch_rows % rows == 0,
+            "batch_size",
+            c.batch_size,
+            f"such that the {self.batch_rows} rows of a batch are a multiple of data x fsdp "
+            f"= {rows} (the batch rows are split over them)",
+        )
+        return mesh
+
+    def state_sharding(self, abstract_state: Any, mesh: Mesh, num_agents: int) -> Any:
+        """Parameters and optimiser moments by the LM rules (`jaxrl.lm.sharding`: FSDP
+        over `embed`, tensor parallelism over heads/mlp/vocab), read from each leaf's
+        parameter path; counters, hyperparameters and LoRA adapters replicated; the
+        leading agent axis unsharded."""
+        del num_agents
+        return jax.tree_util.tree_map_with_path(
+            lambda path, leaf: _lm_leaf_sharding(path, leaf, mesh), abstract_state
+        )
+
+    def batch_sharding(self, abstract_batch: Any, mesh: Mesh, num_agents: int) -> Any:
+        """Batch rows over `data x fsdp` (the LM's batch rule), agent axis unsharded."""
+        del num_agents
+        return jax.tree.map(
+            lambda x: mesh_lib.with_agent_axis(lm_sharding.batch_sharding(mesh, x.ndim - 1)),
+            abstract_batch,
+        )
+
+    # ------------------------------------------------------------------ evaluation, export
+    def prompt_tokens(self, examples: Sequence[tasks.Example], length: int) -> tuple[Any, Any]:
+        """Left-padded prompt tokens and mask of `examples`, (len(examples), length)."""
+        prompts = [encode_example(self.tokenizer, *e)[0] for e in examples]
+        return left_pad(prompts, length, self.tokenizer.pad_id)
+
+    def accuracy(
+        self,
+        params: Any,
+        examples: Sequence[tasks.Example],
+        prompt_len: int,
+        max_new_tokens: int,
+    ) -> float:
+        """Exact-match accuracy of greedy completions of `examples`' prompts (one agent's
+        plain model parameters)."""
+        size = self.config.eval_batch_size
+        correct = 0
+        for start in range(0, len(examples), size):
+            chunk = list(examples[start : start + size])
+            padded = chunk + [chunk[0]] * (size - len(chunk))  # one shape: compiled once
+            tokens, mask = self.prompt_tokens(padded, prompt_len)
+            out = generate(
+                self.model,
+                params,
+                tokens,
+                jax.random.key(0),  # unused: greedy
+                max_new_tokens=max_new_tokens,
+                temperature=0.0,
+                eos_id=self.tokenizer.eos_id,
+                prompt_mask=mask,
+                pad_id=self.tokenizer.pad_id,
+            )
+            texts = decode_completions(self.tokenizer, out.tokens, out.completion_mask)
+            correct += sum(
+                self.task.is_correct(text, e.answer) for text, e in zip(texts, chunk, strict=False)
+            )
+        return correct / len(examples)
+
+    def export(self, state: Any, directory: str | pathlib.Path) -> None:
+        """Writes one agent's model (LoRA merged) and tokenizer in Hugging Face layout."""
+        directory = pathlib.Path(directory)
+        params = jax.device_get(self.merged_params(state))
+        save_pretrained(directory, self.model.config, params)
+        if isinstance(self.tokenizer, CharTokenizer):
+            save_char_tokenizer(self.tokenizer, directory)
+        else:
+            for name in _TOKENIZER_FILES:
+                if (self.model_dir / name).exists():
+                    shutil.copyfile(self.model_dir / name, directory / name)
+
+    def export_agent0(self, state: Any, run_dir: Any) -> dict[str, str]:
+        """With a run directory, agent 0's model in `run_dir/model/` (`{"model_dir": ...}`)."""
+        if run_dir is None or jax.process_index() != 0:
+            return {}
+        model_dir = pathlib.Path(run_dir) / MODEL_DIR
+        self.export(agent(state, 0), model_dir)
+        return {"model_dir": str(model_dir)}
+
+
+# ---------------------------------------------------------------------- pure helpers
+def lr_schedule(step: jax.Array, num_updates: int, warmup: float, schedule: str) -> jax.Array:
+    """Learning-rate multiplier at update `step`: linear warmup over the first
+    `warmup * num_updates` updates, then constant or a cosine decay to 0 at the end
+    (Loshchilov & Hutter 2017, SGDR, without restarts)."""
+    step = jnp.asarray(step, jnp.float32)
+    warm = max(1.0, warmup * num_updates)
+    ramp = jnp.minimum(1.0, (step + 1.0) / warm)
+    if schedule == "constant":
+        return ramp
+    progress = jnp.clip((step + 1.0 - warm) / max(1.0, num_updates - warm), 0.0, 1.0)
+    return ramp * 0.5 * (1.0 + jnp.cos(math.pi * progress))
+
+
+def encode_example(tokenizer: Tokenizer, prompt: str, answer: str) -> tuple[list[int], list[int]]:
+    """`(prompt ids, answer ids + eos)`. The prompt gets the tokenizer's special prefix
+    (a character tokenizer's bos; a Hugging Face tokenizer's post-processor), the answer
+    none, so the model sees the prompt as it will at generation time."""
+    if isinstance(tokenizer, CharTokenizer):
+        prompt_ids = tokenizer.encode(prompt, add_bos=True)
+        answer_ids = tokenizer.encode(answer)
+    else:
+        prompt_ids = tokenizer.encode(prompt)
+        answer_ids = tokenizer.encode(answer, add_special_tokens=False)
+    return prompt_ids, [*answer_ids, tokenizer.eos_id]
+
+
+def random_model_config(config: LMConfig, vocab_size: int) -> ModelConfig:
+    """The small Llama a `model=None` run trains from scratch."""
+    return ModelConfig(
+        model_type="llama",
+        vocab_size=vocab_size,
+        hidden_size=config.hidden_size,
+        intermediate_size=config.mlp_size,
+        num_hidden_layers=config.num_layers,
+        num_attention_heads=config.num_heads,
+        num_key_value_heads=config.num_kv_heads,
+        head_dim=config.hidden_size // config.num_heads,
+        rope_theta=10_000.0,
+        rms_norm_eps=1e-6,
+        max_position_embeddings=config.context_len,
+        tie_word_embeddings=False,
+        attention_bias=False,
+        qk_norm=False,
+        dtype=config.dtype,
+    )
+
+
+def resolve_model_dir(model: str) -> pathlib.Path:
+    """The Hugging Face model directory `model` names: itself, or a run directory's
+    `model/`. `ConfigError` naming `model` when there is none."""
+    path = pathlib.Path(model)
+    for candidate in (path, path / MODEL_DIR):
+        if (candidate / "config.json").is_file():
+            if not any(candidate.glob("*.safetensors")):
+                raise ConfigError(f"invalid model={model!r}: {candidate} has no *.safetensors")
+            return candidate
+    what = "does not exist" if not path.exists() else "has no config.json (nor model/config.json)"
+    raise ConfigError(f"invalid model={model!r}: {path} {what}; expected a Hugging Face model")
+
+
+def _load_model_config(model_dir: pathlib.Path, dtype: str) -> tuple[Tokenizer, ModelConfig]:
+    """The tokenizer and architecture of a model directory, as `ConfigError`s naming it."""
+    try:
+        model_config = ModelConfig.from_hf(read_hf_config(model_dir), dtype=dtype)
+    except (ValueError, KeyError, json.JSONDecodeError) as err:
+        raise ConfigError(f"invalid model={str(model_dir)!r}: bad config.json ({err})") from None
+    if not (model_dir / "tokenizer.json").is_file():
+        raise ConfigError(f"invalid model={str(model_dir)!r}: no tokenizer.json beside it")
+    tokenizer = load_tokenizer(model_dir)
+    if tokenizer.eos_id is None:
+        raise ConfigError(
+            f"invalid model={str(model_dir)!r}: its tokenizer has no eos token (set eos_token "
+            "in tokenizer_config.json); training teaches the model to stop with it"
+        )
+    if tokenizer.vocab_size > model_config.vocab_size:
+        raise ConfigError(
+            f"invalid model={str(model_dir)!r}: tokenizer vocabulary ({tokenizer.vocab_size}) "
+            f"is larger than the model's ({model_config.vocab_size})"
+        )
+    return tokenizer, model_config
+
+
+def _check_params(model_config: ModelConfig, params: Any) -> None:
+    """Warm-start parameters must have exactly the model's parameter paths and shapes."""
+    expected = param_shapes(model_config)
+    given = {
+        k: tuple(np.shape(v))
+        for k, v in flax.traverse_util.flatten_dict(params.get("params", {})).items()
+    }
+    if given != expected:
+        diff = sorted(set(expected.items()) ^ set(given.items()))[:3]
+        raise ConfigError(
+            f"invalid params: the warm-start parameters do not match the model "
+            f"(first differences, path and shape: {diff})"
+        )
+
+
+def _lm_leaf_sharding(path: tuple[Any, ...], leaf: Any, mesh: Mesh) -> NamedSharding:
+    """One stacked state leaf's sharding: the LM rule of its parameter path (the trailing
+    dict keys, so Adam's moments follow their parameters), agent axis unsharded."""
+    names = tuple(k.key for k in path if isinstance(k, jax.tree_util.DictKey))
+    shape = tuple(leaf.shape[1:])
+    axes = lm_sharding.logical_axes(names, len(shape)) if names else (None,) * len(shape)
+    per_agent = NamedSharding(mesh, lm_sharding.spec_for(axes, shape, mesh))
+    return mesh_lib.with_agent_axis(per_agent)
+
+
+def agent(state: Any, i: int) -> Any:
+    """Agent `i` of an agent-stacked pytree."""
+    return jax.tree.map(lambda x: x[i], state)
+
+
+def left_pad(rows: Sequence[Sequence[int]], length: int, pad_id: int) -> tuple[Any, Any]:
+    """Left-padded `(tokens int32, mask bool)` of shape (len(rows), length)."""
+    tokens = np.full((len(rows), length), pad_id, np.int32)
+    mask = np.zeros((len(rows), length), bool)
+    for i, ids in enumerate(rows):
+        tokens[i, length - len(ids) :] = ids
+        mask[i, length - len(ids) :] = True
+    return tokens, mask
