@@ -1,9 +1,10 @@
 """Tasks made in-process for language-model training and evaluation.
 
 A task (`base.Task`) is a seeded source of (prompt, answer) pairs with a disjoint
-held-out split and an `is_correct(completion, answer)` check. `make_task("addition")` or
-`make_task("jsonl:PATH")` builds one by name; the part after the first colon is the
-task's argument (a file path for `jsonl`).
+held-out split and an `is_correct(completion, answer)` check. `make_task("addition")`,
+`make_task("countdown")`, `make_task("strings", depth=2)` or `make_task("jsonl:PATH")`
+builds one by name; the part after the first colon is the task's argument (a file path
+for `jsonl`).
 
 Adding a task: write `jaxrl/tasks/<name>.py` with a `Task` subclass, a `KNOBS` dict of
 its keyword options and their defaults, and `make(arg, **knobs)`; add one line to
@@ -22,7 +23,9 @@ from .base import BASE_ALPHABET, Example, Task, exact_match
 
 _TASKS = {
     "addition": "jaxrl.tasks.addition",
+    "countdown": "jaxrl.tasks.countdown",
     "jsonl": "jaxrl.tasks.jsonl",
+    "strings": "jaxrl.tasks.strings",
 }
 
 

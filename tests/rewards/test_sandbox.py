@@ -1,0 +1,128 @@
+"""The code sandbox (jaxrl.rewards.sandbox): hostile programs score 0 within the timeout
+and leave this process healthy; correct ones score 1; batches run in parallel."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import pytest
+
+from jaxrl.config import ConfigError
+from jaxrl.rewards import score
+from jaxrl.rewards.sandbox import (
+    _UID_BASE,
+    Limits,
+    code_reward,
+    extract_code,
+    isolation,
+    run,
+    run_batch,
+)
+from jaxrl.tasks import Example
+
+# Small limits: the fork bomb stops at 8 processes, the memory bomb at 256 MiB.
+LIMITS = Limits(timeout=2.0, max_processes=8, memory_mb=256, file_size_mb=1.0)
+TESTS = ["assert double(2) == 4", "assert double(-3) == -6"]
+DOUBLE = "def double(x):\n    return 2 * x\n"
+
+
+def sandbox_processes() -> list[str]:
+    """Live (non-zombie) processes of sandbox uids on this machine."""
+    ps = subprocess.run(["ps", "-eo", "uid=,stat="], capture_output=True, text=True, check=True)
+    rows = [line.split() for line in ps.stdout.splitlines()]
+    return [r[0] for r in rows if int(r[0]) >= _UID_BASE and not r[1].startswith("Z")]
+
+
+def test_correct_program_scores_one_and_a_wrong_one_the_fraction_passed():
+    block = code_reward(TESTS, limits=LIMITS)
+    example = Example("write double", "")
+    assert block("```python\ndef double(x):\n    return 2 * x\n```", example) == 1.0
+    assert block("def double(x):\n    return 2 * abs(x)", example) == 0.5  # second test fails
+    assert (
+        code_reward(TESTS, all_or_nothing=True, limits=LIMITS)("def double(x): return 4", example)
+        == 0.0
+    )
+
+
+def test_tests_default_to_the_lines_of_the_answer():
+    block = code_reward(limits=LIMITS)
+    example = Example("write inc", "assert inc(1) == 2\n\nassert inc(2) == 3\nassert inc(0) == 0")
+    assert block("def inc(x):\n    return x + 1 if x else 5", example) == pytest.approx(2 / 3)
+
+
+def test_hostile_programs_score_zero_within_the_timeout(tmp_path):
+    # Each defines a correct `double` first: only the sandbox stopping it keeps it at 0.
+    outside = tmp_path / "escaped.txt"
+    hostile = {
+        "infinite loop": "while True:\n    pass",
+        "fork bomb": "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n"
+        "        pass",
+        "memory bomb": "chunks = []\nwhile True:\n    chunks.append(bytearray(10**7))",
+        "100 MB of output": "import sys\nfor _ in range(100):\n    sys.stdout.write('x' * 2**20)",
+        "write outside scratch": f"open({str(outside)!r}, 'w').write('hi')",
+        "early exit 0": "import sys\nsys.exit(0)",
+        "fake results": "import os\nos.write(3, b'0\\n1\\n0 0\\n0 1\\n')",
+    }
+    programs = [DOUBLE + body for body in hostile.values()]
+    start = time.monotonic()
+    results = run_batch(programs, [TESTS] * len(programs), LIMITS)
+    elapsed = time.monotonic() - start
+    for name, result in zip(hostile, results, strict=True):
+        assert result.passed == 0, (name, result)
+        assert len(result.output) <= LIMITS.output_bytes
+    assert elapsed < LIMITS.timeout + 2.0  # in parallel: about one timeout, not the sum
+    assert not outside.exists()
+    assert run(DOUBLE, TESTS, LIMITS).passed == 2  # and the sandbox still works
+
+
+def test_nothing_outlives_its_program():
+    # The child leaves the process group (setsid) and sleeps: it is killed all the same.
+    program = DOUBLE + "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(60)"
+    assert run(program, TESTS, LIMITS).passed == 2
+    time.sleep(0.2)
+    assert sandbox_processes() == []
+
+
+@pytest.mark.skipif(not isolation().namespaces, reason="no namespaces on this machine")
+def test_namespaces_cut_the_network_and_make_tmp_read_only(tmp_path):
+    probe = f"/tmp/jaxrl-sandbox-probe-{os.getpid()}"
+    tests = [
+        "import socket\nassert [n for _, n in socket.if_nameindex()] == ['lo']",
+        f"try:\n    open({probe!r}, 'w')\nexcept OSError:\n"
+        "    pass\nelse:\n    raise AssertionError('wrote to /tmp')",
+        "open('scratch.txt', 'w').write('ok')\nassert open('scratch.txt').read() == 'ok'",
+    ]
+    assert run("", tests, LIMITS).passed == 3
+    assert not os.path.exists(probe)
+
+
+def test_a_batch_of_sleepers_takes_about_the_slowest_not_the_sum():
+    block = code_reward(["assert True"], limits=LIMITS, max_workers=8)
+    completions = ["import time\ntime.sleep(1)"] * 8
+    start = time.monotonic()
+    scores = score(block, completions, [Example("p", "")] * 8)
+    assert time.monotonic() - start < 4.0  # 8 s in sequence
+    assert scores.rewards.tolist() == [1.0] * 8 and scores.failures == {}
+
+
+def test_extract_code_takes_the_last_fenced_block():
+    text = "plan\n```python\nx = 1\n```\nbetter:\n```\nx = 2\n```\n"
+    assert extract_code(text) == "x = 2\n"
+    assert extract_code("x = 3") == "x = 3"
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"timeout": 0}, "timeout"),
+        ({"memory_mb": -1}, "memory_mb"),
+        ({"open_files": 3}, "open_files"),
+    ],
+)
+def test_bad_limits_name_the_field(options, field):
+    with pytest.raises(ConfigError, match=f"invalid {field}="):
+        Limits(**options).validate()
+    with pytest.raises(ConfigError, match="invalid max_workers="):
+        code_reward(["assert True"], max_workers=0)
