@@ -1,0 +1,184 @@
+"""Preference losses on pairwise data: DPO, IPO, SimPO, and the Bradley-Terry reward model.
+
+Inputs are per-pair arrays of shape `(batch,)`: the *summed* log-probability of the
+chosen and of the rejected completion under the policy (and, for DPO and IPO, under
+the frozen reference), from `sequence_logprobs` over `jaxrl.lm.sampling.token_logprobs`
+and a completion mask. Every loss returns the per-pair loss (to average over the whole
+batch, so gradient accumulation stays exact) and metrics: the mean implicit reward of
+the chosen and rejected completions, the reward accuracy (how often the chosen one
+scores higher) and the mean reward margin. `preference_loss` selects one by name (the
+`preference_loss` config field).
+
+What does not live here: the data pipeline and the trainer.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from jaxrl.config import ConfigError, check
+
+Array = jax.Array
+Scalar = jax.Array | float
+
+PREFERENCE_LOSSES = ("dpo", "ipo", "simpo")
+"""Names accepted by `preference_loss`."""
+
+
+def sequence_logprobs(logp: Array, mask: Array) -> tuple[Array, Array]:
+    """Summed log-probability of each sequence's mask tokens, and its length in tokens.
+
+    Args:
+      logp: (batch, length) token log-probs (`token_logprobs`).
+      mask: (batch, length) float 0/1 or bool, 1 on the completion's tokens.
+    Returns:
+      `(sum_logp, length)`, both (batch,) float32.
+    """
+    m = jnp.asarray(mask).astype(jnp.float32)
+    return jnp.sum(jnp.asarray(logp, jnp.float32) * m, axis=1), jnp.sum(m, axis=1)
+
+
+def _metrics(reward_chosen: Array, reward_rejected: Array) -> dict[str, Array]:
+    return {
+        "reward_chosen": jnp.mean(reward_chosen),
+        "reward_rejected": jnp.mean(reward_rejected),
+        "reward_accuracy": jnp.mean((reward_chosen > reward_rejected).astype(jnp.float32)),
+        "reward_margin": jnp.mean(reward_chosen - reward_rejected),
+    }
+
+
+def _check_beta(beta: Scalar) -> None:
+    if isinstance(beta, (int, float)):
+        check(beta > 0, "beta", beta, "> 0")
+
+
+def dpo_loss(
+    policy_chosen: Array,
+    policy_rejected: Array,
+    ref_chosen: Array,
+    ref_rejected: Array,
+    beta: Scalar,
+) -> tuple[Array, dict[str, Array]]:
+    """Direct Preference Optimization (Rafailov et al. 2023, eq. 7).
+
+        u_w = beta (log pi(y_w) - log pi_ref(y_w)),  u_l likewise for y_l
+        L = -log sigmoid(u_w - u_l)
+
+    u is the implicit reward of the policy (eq. 5), reported as `reward_chosen` and
+    `reward_rejected`. Uses `jax.nn.log_sigmoid`, stable for large margins.
+    """
+    _check_beta(beta)
+    reward_chosen = beta * (policy_chosen - ref_chosen)
+    reward_rejected = beta * (policy_rejected - ref_rejected)
+    loss = -jax.nn.log_sigmoid(reward_chosen - reward_rejected)
+    return loss, _metrics(
+        jax.lax.stop_gradient(reward_chosen), jax.lax.stop_gradient(reward_rejected)
+    )
+
+
+def ipo_loss(
+    policy_chosen: Array,
+    policy_rejected: Array,
+    ref_chosen: Array,
+    ref_rejected: Array,
+    beta: Scalar,
+) -> tuple[Array, dict[str, Array]]:
+    """Identity Preference Optimization (Azar et al. 2023, "A general theoretical paradigm
+    to understand learning from human preferences"), with tau = `beta`:
+
+        h = (log pi(y_w) - log pi_ref(y_w)) - (log pi(y_l) - log pi_ref(y_l))
+        L = (h - 1 / (2 tau))^2
+
+    A squared loss that pulls the log-ratio margin to a finite target instead of pushing
+    it to infinity, so it does not overfit deterministic preferences as DPO can. TRL
+    feeds it length-*averaged* log-probs; we take whatever the caller passes (the
+    paper's summed log-probs with `sequence_logprobs`, or divide by the lengths first).
+    Rewards reported as DPO's, beta times the log-ratios.
+    """
+    _check_beta(beta)
+    chosen = policy_chosen - ref_chosen
+    rejected = policy_rejected - ref_rejected
+    loss = (chosen - rejected - 1.0 / (2.0 * beta)) ** 2
+    return loss, _metrics(
+        jax.lax.stop_gradient(beta * chosen), jax.lax.stop_gradient(beta * rejected)
+    )
+
+
+def simpo_loss(
+    policy_chosen: Array,
+    policy_rejected: Array,
+    chosen_length: Array,
+    rejected_length: Array,
+    beta: Scalar,
+    gamma: Scalar,
+) -> tuple[Array, dict[str, Array]]:
+    """SimPO (Meng et al. 2024, "SimPO: simple preference optimization with a
+    reference-free reward"): a length-normalised reward and a target margin, no
+    reference model.
+
+        u = beta / |y| log pi(y)
+        L = -log sigmoid(u_w - u_l - gamma)
+
+    `gamma` is the paper's margin itself; TRL's CPO trainer takes the ratio gamma/beta
+    (`simpo_gamma`), so TRL's value v corresponds to gamma = beta v here. Lengths are
+    clamped below at 1 token.
+    """
+    _check_beta(beta)
+    reward_chosen = beta * policy_chosen / jnp.maximum(chosen_length, 1.0)
+    reward_rejected = beta * policy_rejected / jnp.maximum(rejected_length, 1.0)
+    loss = -jax.nn.log_sigmoid(reward_chosen - reward_rejected - gamma)
+    return loss, _metrics(
+        jax.lax.stop_gradient(reward_chosen), jax.lax.stop_gradient(reward_rejected)
+    )
+
+
+def preference_loss(
+    name: str,
+    policy_chosen: Array,
+    policy_rejected: Array,
+    *,
+    beta: Scalar,
+    ref_chosen: Array | None = None,
+    ref_rejected: Array | None = None,
+    chosen_length: Array | None = None,
+    rejected_length: Array | None = None,
+    gamma: Scalar = 0.0,
+) -> tuple[Array, dict[str, Array]]:
+    """The preference loss `name` (config field `preference_loss`): `dpo` and `ipo` need the
+    reference log-probs, `simpo` the completion lengths and its margin `gamma`.
+
+    Returns `(per_pair_loss (batch,), metrics)`.
+    """
+    check(name in PREFERENCE_LOSSES, "preference_loss", name, f"one of {list(PREFERENCE_LOSSES)}")
+    if name == "simpo":
+        if chosen_length is None or rejected_length is None:
+            raise ConfigError("preference_loss='simpo' needs chosen_length and rejected_length")
+        return simpo_loss(
+            policy_chosen, policy_rejected, chosen_length, rejected_length, beta, gamma
+        )
+    if ref_chosen is None or ref_rejected is None:
+        raise ConfigError(
+            f"preference_loss={name!r} needs the reference model's log-probs "
+            "(ref_chosen and ref_rejected)"
+        )
+    loss_fn = dpo_loss if name == "dpo" else ipo_loss
+    return loss_fn(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta)
+
+
+def bradley_terry_loss(
+    reward_chosen: Array, reward_rejected: Array
+) -> tuple[Array, dict[str, Array]]:
+    """Reward-model loss under the Bradley-Terry model (Bradley & Terry 1952; Ouyang et al.
+    2022, eq. 1): P(y_w > y_l) = sigmoid(r_w - r_l), so
+
+        L = -log sigmoid(r(x, y_w) - r(x, y_l))
+
+    on the scalar rewards of a value head (e.g. at each completion's last token).
+    Returns `(per_pair_loss (batch,), metrics)` with the accuracy and margin of the
+    rewards themselves.
+    """
+    loss = -jax.nn.log_sigmoid(reward_chosen - reward_rejected)
+    return loss, _metrics(
+        jax.lax.stop_gradient(reward_chosen), jax.lax.stop_gradient(reward_rejected)
+    )
