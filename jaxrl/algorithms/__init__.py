@@ -10,6 +10,7 @@ import importlib
 from types import ModuleType
 
 _ALGORITHMS = {
+    "grpo": "jaxrl.algorithms.grpo",
     "ppo": "jaxrl.algorithms.ppo",
     "sft": "jaxrl.algorithms.sft",
 }

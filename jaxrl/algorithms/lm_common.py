@@ -200,11 +200,13 @@ class LMAlgorithm(Algorithm):
     Subclasses call `super().__init__(config)` first; they then have `task`, `tokenizer`,
     `model`, `lora` (None for full fine-tuning) and `model_dir` (None for a random
     model). `batch_rows` (set by the subclass) is the number of rows of a learning
-    batch, which the mesh's `data x fsdp` devices must divide.
+    batch, which the mesh's `data x fsdp` devices must divide; `batch_field` names the
+    config field that sets it, for the error message.
     """
 
     progress_unit = "samples"
     batch_rows: int
+    batch_field: str = "batch_size"  # the config field that sets batch_rows (for errors)
 
     def __init__(self, config: LMConfig):
         c = self.config = config.validate()
@@ -297,8 +299,8 @@ class LMAlgorithm(Algorithm):
         rows = mesh.shape["data"] * mesh.shape["fsdp"]
         cfg.check(
             self.batch_rows % rows == 0,
-            "batch_size",
-            c.batch_size,
+            self.batch_field,
+            getattr(c, self.batch_field),
             f"such that the {self.batch_rows} rows of a batch are a multiple of data x fsdp "
             f"= {rows} (the batch rows are split over them)",
         )
@@ -433,7 +435,7 @@ def resolve_model_dir(model: str) -> pathlib.Path:
     """The Hugging Face model directory `model` names: itself, or a run directory's
     `model/`. `ConfigError` naming `model` when there is none."""
     path = pathlib.Path(model)
-    for candidate in (path, path / MODEL_DIR):
+    for candidate in (path / MODEL_DIR, path):  # a run directory has a config.json too
         if (candidate / "config.json").is_file():
             if not any(candidate.glob("*.safetensors")):
                 raise ConfigError(f"invalid model={model!r}: {candidate} has no *.safetensors")

@@ -290,3 +290,17 @@ def test_driver_trains_checkpoints_and_resumes_exactly(tmp_path):
     model, params = from_pretrained(full_dir / "model")  # agent 0, LoRA merged
     merged = resumed.algorithm.merged_params(jax.tree.map(lambda x: x[0], resumed.state))
     jax.tree.map(np.testing.assert_allclose, params, jax.device_get(merged))
+
+
+def test_a_run_directory_resolves_to_its_model_folder(tmp_path):
+    """A run directory has a config.json of its own (the run's): `model` must look in
+    `model/` first (a driver-made run directory once failed as "no *.safetensors")."""
+    from jaxrl.algorithms.lm_common import resolve_model_dir
+
+    run = tmp_path / "run"
+    (run / "model").mkdir(parents=True)
+    (run / "config.json").write_text("{}")
+    (run / "model" / "config.json").write_text("{}")
+    (run / "model" / "model.safetensors").write_bytes(b"")
+    assert resolve_model_dir(str(run)) == run / "model"
+    assert resolve_model_dir(str(run / "model")) == run / "model"

@@ -1,47 +1,24 @@
-"""GRPO-family RL for language models: `losses.py` holds the advantage estimators, policy
-losses, loss aggregation, KL estimators, entropy terms and DAPO's overlong shaping, each a
-pure function selected by name (the trainer, config and `train.py` come next)."""
+"""GRPO-family RL for language models: `config.py` hyperparameters (every estimator and
+loss is a named choice), `losses.py` the advantage estimators, policy losses, loss
+aggregation, KL estimators, entropy terms and DAPO's overlong shaping (pure functions),
+`train.py` the staged algorithm (host prompts -> jitted sampling -> host rewards ->
+jitted learning) and held-out pass@k."""
 
-from .losses import (
-    ADVANTAGES,
-    GROUP_ADVANTAGES,
-    KL_ESTIMATORS,
-    LOSS_AGGS,
-    POLICY_LOSSES,
-    aggregate_loss,
-    compute_advantages,
-    constant_reward_groups,
-    entropy_bonus,
-    high_entropy_mask,
-    kl_estimate,
-    kl_penalised_rewards,
-    loss_normaliser,
-    outcome_token_rewards,
-    overlong_penalty,
-    policy_loss,
-    validate_advantage,
-    validate_clip,
-    zero_advantage_group_fraction,
-)
+from . import losses
+from .config import ADVANTAGES, SWEEPABLE, GRPOConfig, default_config
+from .train import GRPO, GRPOState, make, select_groups
+
+Config = GRPOConfig  # every algorithm module exposes its config class as `Config`
 
 __all__ = [
     "ADVANTAGES",
-    "GROUP_ADVANTAGES",
-    "KL_ESTIMATORS",
-    "LOSS_AGGS",
-    "POLICY_LOSSES",
-    "aggregate_loss",
-    "compute_advantages",
-    "constant_reward_groups",
-    "entropy_bonus",
-    "high_entropy_mask",
-    "kl_estimate",
-    "kl_penalised_rewards",
-    "loss_normaliser",
-    "outcome_token_rewards",
-    "overlong_penalty",
-    "policy_loss",
-    "validate_advantage",
-    "validate_clip",
-    "zero_advantage_group_fraction",
+    "GRPO",
+    "SWEEPABLE",
+    "Config",
+    "GRPOConfig",
+    "GRPOState",
+    "default_config",
+    "losses",
+    "make",
+    "select_groups",
 ]

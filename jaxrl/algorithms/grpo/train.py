@@ -1,0 +1,496 @@
+"""GRPO and its family as a staged algorithm (`jaxrl/training/contract.py`).
+
+One update is four phases of the shared driver's staged step:
+
+  * `prepare(host_state)` (host): draws `num_prompts` training prompts per agent from
+    the task (plus `dynamic_sampling * num_prompts` spares), agent `i`'s batch `k` from
+    `numpy.random.default_rng((seed, i, k))`, so the host state is a cursor and a
+    resumed run draws the same prompts; left-pads them to one shape.
+  * `collect(state, prompts)` (jitted): samples `group_size` completions per prompt with
+    the KV cache (`jaxrl.lm.generate`), and re-scores them with the same parameters
+    (`token_logprobs`, vocabulary in chunks): the trainer's log-probs (the importance
+    ratio's denominator), token entropies, and the reference policy's log-probs when
+    there is a KL term. The sampler's own log-probs are kept too: their gap to the
+    trainer's is a metric (they differ only by numerics here, but not with a separate
+    inference engine).
+  * `process(collected, host_state)` (host): decodes, scores with the reward blocks
+    (`jaxrl/rewards`; failures count and score 0), applies DAPO's overlong penalty and
+    dynamic sampling, and logs the sampling metrics.
+  * `learn(state, batch)` (jitted): advantages, then `num_epochs` x `num_minibatches`
+    AdamW steps of the policy loss, each minibatch's gradient accumulated over
+    `micro_batches` with the minibatch's own normaliser (`losses.loss_normaliser`), so
+    accumulation does not change the update.
+
+The estimators and losses are in `losses.py`, each a pure function selected by name.
+State: `params` (the model, or LoRA adapters), `base_params` (the frozen base under
+LoRA, which is also the reference policy) and `ref_params` (a frozen copy of the
+starting model when `kl_coef > 0` without LoRA); both frozen fields are rebuilt by `init`
+and never checkpointed.
+
+After training, `finish` measures pass@k on held-out prompts (unbiased estimator from
+`eval_samples` completions at `temperature`) for the starting model and the trained one,
+and exports agent 0's model like SFT.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import struct
+
+from jaxrl import config as cfg
+from jaxrl import prng, tasks
+from jaxrl.algorithms.lm_common import LMAlgorithm, agent, encode_example
+from jaxrl.config import ConfigError
+from jaxrl.lm import decode_completions, generate, token_logprobs
+from jaxrl.rewards import blocks as reward_blocks
+from jaxrl.tasks.metrics import pass_at_k
+
+from . import losses
+from .config import SWEEPABLE, GRPOConfig
+
+GRPOHyperParams = cfg.make_hyperparams_class("GRPOHyperParams", SWEEPABLE)
+
+
+@struct.dataclass
+class GRPOState:
+    params: Any  # trained parameters: the model's, or the LoRA adapters
+    opt_state: Any
+    key: jax.Array
+    update_step: jax.Array  # int32, completed updates
+    hparams: Any  # GRPOHyperParams (float32 leaves, sweepable)
+    base_params: Any = None  # LoRA: the frozen base, also the reference (not checkpointed)
+    ref_params: Any = None  # full fine-tuning with a KL term: the frozen start (not saved)
+
+
+class GRPO(LMAlgorithm):
+    """Token-rollout RL of a causal LM on a task (see the module docstring)."""
+
+    name = "grpo"
+    sweepable = SWEEPABLE
+    progress_unit = "samples"
+    checkpoint_exclude = ("base_params", "ref_params")
+    batch_field = "num_prompts"
+
+    def __init__(self, config: GRPOConfig):
+        super().__init__(config)
+        c = self.config
+        self.steps_per_update = c.completions_per_update
+        self.num_updates = c.num_updates
+        self.batch_rows = c.completions_per_update
+        self.reward = reward_blocks.make_reward(c.reward, self.task)
+        self.prompt_len, answer_len = self._longest_prompt_and_answer()
+        self.max_new_tokens = answer_len if c.max_new_tokens is None else c.max_new_tokens
+        context = self.model.config.max_position_embeddings
+        if self.prompt_len + self.max_new_tokens > context:
+            field = "max_new_tokens" if c.max_new_tokens is not None else "context_len"
+            raise ConfigError(
+                f"invalid {field}={getattr(c, field)!r}: the longest prompt of task "
+                f"{c.task!r} ({self.prompt_len} tokens) plus {self.max_new_tokens} new tokens "
+                f"exceeds the model's context of {context} tokens"
+            )
+        if c.overlong_cache >= self.max_new_tokens:
+            raise ConfigError(
+                f"invalid overlong_cache={c.overlong_cache}: must be < the completion budget "
+                f"max_new_tokens={self.max_new_tokens}"
+            )
+        self.uses_reference = c.kl_coef > 0
+        self._pending: list[list[tasks.Example]] = []  # prompts of the current update
+        self._clock: dict[str, float] = {}
+
+    def _longest_prompt_and_answer(self) -> tuple[int, int]:
+        """Tokens of the task's longest prompt (with bos) and longest answer + eos."""
+        prompt_len = answer_len = 0
+        for example in self.task.longest_examples():
+            prompt, answer = encode_example(self.tokenizer, *example)
+            prompt_len, answer_len = max(prompt_len, len(prompt)), max(answer_len, len(answer))
+        return prompt_len, answer_len
+
+    @property
+    def schedule_follows_total(self) -> bool:
+        c = self.config
+        return c.lr_schedule == "cosine" or c.warmup > 0
+
+    # ------------------------------------------------------------------ construction
+    def hyperparams(self, **overrides: float) -> Any:
+        """Sweepable hyperparameters of this config, with optional overrides."""
+        config = cfg.replace(self.config, **overrides).validate() if overrides else self.config
+        return cfg.hyperparams_from(config, GRPOHyperParams, SWEEPABLE)
+
+    def init(self, key: jax.Array, hparams: Any, params: Any = None) -> GRPOState:
+        """The policy from `params` (a warm start, normally an SFT run) or from `key`;
+        with a KL term and no LoRA, a frozen copy of it as the reference."""
+        key, k_model = jax.random.split(key)
+        trainable, frozen = self.init_model(k_model, params)
+        reference = None
+        if self.uses_reference and self.lora is None:
+            reference = jax.tree.map(jnp.copy, trainable)
+        return GRPOState(
+            params=trainable,
+            opt_state=self.optimizer(hparams, 1.0).init(trainable),
+            key=key,
+            update_step=jnp.zeros((), jnp.int32),
+            hparams=hparams,
+            base_params=frozen,
+            ref_params=reference,
+        )
+
+    def _reference_params(self, state: GRPOState) -> Any:
+        """The reference policy's parameters: the LoRA base, or the frozen start."""
+        return state.base_params if self.lora is not None else state.ref_params
+
+    # ------------------------------------------------------------------ phase 0: prompts
+    def init_host_state(self, seed: int, num_agents: int) -> dict[str, int]:
+        """The prompt cursor: update `k` of agent `i` draws from `(seed, i, k)`."""
+        return {"seed": int(seed), "num_agents": int(num_agents), "batches": 0}
+
+    @property
+    def prompts_per_update(self) -> int:
+        """Prompts sampled per update: `num_prompts`, plus the dynamic-sampling spares."""
+        return self.config.num_prompts * (1 + self.config.dynamic_sampling)
+
+    def prepare(self, host_state: dict[str, int]) -> tuple[dict[str, np.ndarray], dict]:
+        """This update's prompts of every agent, left-padded: `{"tokens", "mask"}`, each
+        (agents, prompts_per_update, prompt_len)."""
+        self._clock["prepare"] = time.perf_counter()
+        seed, k = host_state["seed"], host_state["batches"]
+        self._pending = [
+            self.task.sample_train(np.random.default_rng((seed, i, k)), self.prompts_per_update)
+            for i in range(host_state["num_agents"])
+        ]
+        padded = [self.prompt_tokens(examples, self.prompt_len) for examples in self._pending]
+        inputs = {
+            "tokens": np.stack([t for t, _ in padded]),
+            "mask": np.stack([m for _, m in padded]),
+        }
+        return inputs, {**host_state, "batches": k + 1}
+
+    # ------------------------------------------------------------------ phase 1: sampling
+    def collect(self, state: GRPOState, prompts: dict[str, jax.Array]):
+        """`group_size` completions per prompt and their scores under the current (and
+        reference) policy, for one agent. Rows are prompt-major groups."""
+        c = self.config
+        key, k_sample = prng.split(state.key)
+        params = self.model_params(state.params, state.base_params)
+        out = generate(
+            self.model,
+            params,
+            prompts["tokens"],
+            k_sample,
+            max_new_tokens=self.max_new_tokens,
+            temperature=c.temperature,
+            eos_id=self.tokenizer.eos_id,
+            prompt_mask=prompts["mask"],
+            num_samples=c.group_size,
+            pad_id=self.tokenizer.pad_id,
+        )
+        tokens, mask = out.sequences()
+        logp, entropy = self._completion_logprobs(params, tokens, mask, with_entropy=True)
+        collected = {
+            "tokens": tokens,
+            "mask": mask,
+            "completion_mask": out.completion_mask,
+            "lengths": out.lengths,
+            "finished": out.finished,
+            "sampler_logp": out.logprobs,
+            "old_logp": logp,
+            "old_entropy": entropy,
+        }
+        if self.uses_reference:
+            collected["ref_logp"] = self._completion_logprobs(
+                self._reference_params(state), tokens, mask
+            )
+        return state.replace(key=key), jax.tree.map(jax.lax.stop_gradient, collected)
+
+    def _completion_logprobs(self, params, tokens, mask, with_entropy: bool = False):
+        """Log-probs (and entropies) of the completion tokens, (rows, max_new_tokens):
+        `token_logprobs` scores positions 1..L-1; the completion starts at prompt_len."""
+        out = token_logprobs(
+            self.model,
+            params,
+            tokens,
+            attention_mask=mask,
+            targets_start=self.prompt_len,
+            chunk_size=self.config.logprob_chunk,
+            temperature=self.config.temperature,
+            return_entropy=with_entropy,
+        )
+        completion = lambda x: x[:, self.prompt_len - 1 :]  # noqa: E731
+        if with_entropy:
+            return completion(out[0]), completion(out[1])
+        return completion(out)
+
+    # ------------------------------------------------------------------ phase 2: rewards
+    def process(self, collected: dict[str, np.ndarray], host_state: dict[str, int]):
+        """Rewards, DAPO's overlong penalty and dynamic sampling for every agent; the
+        sampling metrics (means over agents)."""
+        now = time.perf_counter()
+        sample_seconds = now - self._clock.get("prepare", now)
+        learn_seconds = self._clock.get("prepare", now) - self._clock.get("processed", now)
+        rows, stats = [], []
+        for i, examples in enumerate(self._pending):
+            one = {name: value[i] for name, value in collected.items()}
+            batch, row_stats = self._score_agent(one, examples)
+            rows.append(batch)
+            stats.append(row_stats)
+        batch = {name: np.stack([r[name] for r in rows]) for name in rows[0]}
+        metrics = {name: [s[name] for s in stats] for name in stats[0]}
+        sampled = float(np.sum(collected["lengths"]))
+        metrics["sample_seconds"] = sample_seconds
+        metrics["sample_tokens_per_second"] = sampled / max(sample_seconds, 1e-9)
+        if learn_seconds > 0:  # the previous update's learning phase
+            metrics["learn_seconds"] = learn_seconds
+        self._clock["processed"] = time.perf_counter()
+        return batch, host_state, metrics
+
+    def _score_agent(
+        self, collected: dict[str, np.ndarray], examples: Sequence[tasks.Example]
+    ) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+        c, g = self.config, self.config.group_size
+        texts = decode_completions(
+            self.tokenizer, collected["tokens"][:, self.prompt_len :], collected["completion_mask"]
+        )
+        grouped_examples = [e for e in examples for _ in range(g)]
+        scores = reward_blocks.score(self.reward, texts, grouped_examples)
+        rewards = scores.rewards.astype(np.float32)
+        correct = np.array(
+            [
+                self.task.is_correct(t, e.answer)
+                for t, e in zip(texts, grouped_examples, strict=True)
+            ],
+            np.float32,
+        )
+        if c.overlong_cache:
+            rewards = rewards + np.asarray(
+                losses.overlong_penalty(
+                    jnp.asarray(collected["lengths"]), self.max_new_tokens, c.overlong_cache
+                )
+            )
+        keep = select_groups(rewards, g, c.num_prompts)
+        rows = (keep[:, None] * g + np.arange(g)).reshape(-1)
+        batch = {
+            name: collected[name][rows]
+            for name in ("tokens", "mask", "completion_mask", "sampler_logp", "old_logp")
+        }
+        batch["old_entropy"] = collected["old_entropy"][rows]
+        if "ref_logp" in collected:
+            batch["ref_logp"] = collected["ref_logp"][rows]
+        batch["rewards"] = rewards[rows]
+        lengths = collected["lengths"][rows]
+        kept_rewards = rewards[rows].reshape(-1, g)
+        stats = {
+            "reward_mean": float(rewards[rows].mean()),
+            "reward_std": float(rewards[rows].std()),
+            "accuracy": float(correct[rows].mean()),
+            "response_length_mean": float(lengths.mean()),
+            "response_length_max": float(lengths.max()),
+            "clipped_fraction": float(1.0 - collected["finished"][rows].mean()),
+            "zero_advantage_groups": float(np.mean(kept_rewards.max(1) == kept_rewards.min(1))),
+            "reward_failures": float(sum(scores.failures.values())),
+            "sampled_accuracy": float(correct.mean()),
+        }
+        return batch, stats
+
+    # ------------------------------------------------------------------ phase 3: learning
+    def learn(self, state: GRPOState, batch: dict[str, jax.Array]) -> tuple[GRPOState, dict]:
+        """Advantages, then `num_epochs` x `num_minibatches` optimiser steps (one agent)."""
+        c, hp = self.config, state.hparams
+        cmask = batch["completion_mask"].astype(jnp.float32)
+        token_rewards = losses.outcome_token_rewards(batch["rewards"], cmask)
+        if c.kl_in_reward:
+            token_rewards = losses.kl_penalised_rewards(
+                token_rewards, batch["old_logp"], batch["ref_logp"], cmask, c.kl, hp.kl_coef
+            )
+        advantages, _ = losses.compute_advantages(
+            c.advantage, token_rewards, cmask, group_size=c.group_size
+        )
+        loss_mask = cmask
+        if c.entropy_top_fraction < 1:  # ranked over the whole update, before minibatching
+            loss_mask = cmask * losses.high_entropy_mask(
+                batch["old_entropy"], cmask, c.entropy_top_fraction
+            )
+        data = {**batch, "advantages": advantages, "loss_mask": loss_mask}
+        lr_scale = self.lr_scale(state.update_step)
+        optimizer = self.optimizer(hp, lr_scale)
+        rows = c.completions_per_update
+
+        def minibatch_step(carry, minibatch):
+            params, opt_state = carry
+            grads, stats = self._accumulated_grads(params, state, minibatch)
+            updates, opt_state = optimizer.update(grads, opt_state, params)
+            stats["grad_norm"] = optax.tree.norm(grads)
+            return (optax.apply_updates(params, updates), opt_state), stats
+
+        def epoch(carry, key):
+            order = jax.random.permutation(key, rows)
+            shuffled = jax.tree.map(lambda x: x[order], data)
+            minibatches = jax.tree.map(
+                lambda x: x.reshape(c.num_minibatches, -1, *x.shape[1:]), shuffled
+            )
+            return jax.lax.scan(minibatch_step, carry, minibatches)
+
+        key, k_epochs = prng.split(state.key)
+        (params, opt_state), stats = jax.lax.scan(
+            epoch, (state.params, state.opt_state), prng.split(k_epochs, c.num_epochs)
+        )
+        metrics = {name: value.mean() for name, value in stats.items()}
+        completion_tokens = jnp.sum(cmask)
+        metrics.update(
+            tokens=completion_tokens * c.num_epochs,
+            lr=hp.lr * lr_scale,
+            logp_gap=jnp.sum(jnp.abs(batch["sampler_logp"] - batch["old_logp"]) * cmask)
+            / jnp.maximum(completion_tokens, 1.0),
+        )
+        state = state.replace(
+            params=params, opt_state=opt_state, key=key, update_step=state.update_step + 1
+        )
+        return state, metrics
+
+    def _accumulated_grads(self, params, state: GRPOState, minibatch: dict[str, jax.Array]):
+        """Gradient of one minibatch's loss, summed over `micro_batches` slices that each
+        use the whole minibatch's normaliser (so the sum is the minibatch's gradient)."""
+        c = self.config
+        normaliser = losses.loss_normaliser(minibatch["loss_mask"], c.loss_agg)
+        micro = jax.tree.map(lambda x: x.reshape(c.micro_batches, -1, *x.shape[1:]), minibatch)
+        grad_fn = jax.grad(self._loss, has_aux=True)
+
+        def step(total, piece):
+            grads, stats = grad_fn(params, state, piece, normaliser)
+            return jax.tree.map(jnp.add, total, grads), stats
+
+        zeros = jax.tree.map(jnp.zeros_like, params)
+        grads, stats = jax.lax.scan(step, zeros, micro)
+        stats = {
+            name: value.sum() if name == "loss" else value.mean() for name, value in stats.items()
+        }
+        return grads, stats
+
+    def _loss(self, params, state: GRPOState, batch: dict[str, jax.Array], normaliser):
+        """The aggregated policy loss (+ KL and entropy terms) of a slice of rows."""
+        c, hp = self.config, state.hparams
+        logp, entropy = self._completion_logprobs(
+            self.model_params(params, state.base_params),
+            batch["tokens"],
+            batch["mask"],
+            with_entropy=True,
+        )
+        per_token, diagnostics = losses.policy_loss(
+            c.policy_loss,
+            logp,
+            batch["old_logp"],
+            batch["advantages"],
+            batch["loss_mask"],
+            eps_low=hp.eps_low,
+            eps_high=hp.eps_high,
+            dual_clip_c=c.dual_clip_c,
+        )
+        cmask = batch["completion_mask"].astype(jnp.float32)
+        stats = dict(diagnostics)
+        if self.uses_reference:
+            kl = losses.kl_estimate(logp, batch["ref_logp"], c.kl, batch["old_logp"])
+            stats["kl"] = jnp.sum(jax.lax.stop_gradient(kl) * cmask) / jnp.maximum(cmask.sum(), 1)
+            if not c.kl_in_reward:
+                per_token = per_token + hp.kl_coef * kl
+        if c.ent_coef > 0:
+            per_token = per_token + losses.entropy_bonus(entropy, hp.ent_coef)
+        loss = losses.aggregate_loss(
+            per_token, batch["loss_mask"], c.loss_agg, normaliser, max_len=self.max_new_tokens
+        )
+        stats["entropy"] = jnp.sum(jax.lax.stop_gradient(entropy) * cmask) / jnp.maximum(
+            cmask.sum(), 1
+        )
+        stats["loss"] = loss
+        return loss, stats
+
+    # ------------------------------------------------------------------ evaluation
+    def pass_at_k(self, params: Any, examples: Sequence[tasks.Example], key: jax.Array) -> dict:
+        """pass@k (k = 1, 2, 4, ... up to `eval_samples`) and mean response length on
+        `examples`, from `eval_samples` completions per prompt at `temperature` (one
+        agent's plain model parameters)."""
+        c, n = self.config, self.config.eval_samples
+        size = max(1, c.eval_batch_size // n)
+        correct = np.zeros((len(examples), n), bool)
+        lengths = []
+        for start in range(0, len(examples), size):
+            chunk = list(examples[start : start + size])
+            padded = chunk + [chunk[0]] * (size - len(chunk))  # one shape: compiled once
+            tokens, mask = self.prompt_tokens(padded, self.prompt_len)
+            key, k_sample = jax.random.split(key)
+            out = generate(
+                self.model,
+                params,
+                tokens,
+                k_sample,
+                max_new_tokens=self.max_new_tokens,
+                temperature=c.temperature,
+                eos_id=self.tokenizer.eos_id,
+                prompt_mask=mask,
+                num_samples=n,
+                pad_id=self.tokenizer.pad_id,
+            )
+            texts = decode_completions(self.tokenizer, out.tokens, out.completion_mask)
+            for row, example in enumerate(chunk):
+                correct[start + row] = [
+                    self.task.is_correct(texts[row * n + j], example.answer) for j in range(n)
+                ]
+            lengths.extend(np.asarray(out.lengths).reshape(size, n)[: len(chunk)].ravel())
+        ks = [k for k in (1, 2, 4, 8, 16, 32, 64, 128, 256) if k <= n]
+        result = {
+            f"pass@{k}": float(np.mean(pass_at_k(np.full(len(examples), n), correct.sum(1), k)))
+            for k in ks
+        }
+        result["response_length_mean"] = float(np.mean(lengths))
+        return result
+
+    def evaluate(self, state: GRPOState, key: jax.Array, num_episodes: int) -> dict[str, Any]:
+        """`jaxrl eval`: pass@k per agent on the first `num_episodes` held-out prompts."""
+        examples = self.task.eval_examples()
+        examples = examples[:num_episodes] if num_episodes else examples
+        per_agent = [
+            self.pass_at_k(self.merged_params(agent(state, i)), examples, key)
+            for i in range(int(state.update_step.shape[0]))
+        ]
+        return {name: np.asarray([r[name] for r in per_agent]) for name in per_agent[0]}
+
+    def finish(self, state: GRPOState, run_dir: Any) -> dict[str, Any]:
+        """Held-out pass@k after training (mean over agents) and of the starting model
+        (`_before`, when training started from a `model`), and agent 0's exported model."""
+        examples = self.task.eval_examples()
+        key = jax.random.key(self.config.split_seed)
+        after = self.evaluate(state, key, 0)
+        summary: dict[str, Any] = {f"{name}_after": float(np.mean(v)) for name, v in after.items()}
+        summary["pass@1_after_per_agent"] = after["pass@1"].tolist()
+        start = self.load_params()
+        if start is not None:
+            before = self.pass_at_k(start, examples, key)
+            summary.update({f"{name}_before": value for name, value in before.items()})
+        summary.update(self.export_agent0(state, run_dir))
+        return summary
+
+
+def make(config: GRPOConfig) -> GRPO:
+    """The GRPO-family algorithm for `config` (validated; bad input raises `ConfigError`)."""
+    return GRPO(config)
+
+
+def select_groups(rewards: np.ndarray, group_size: int, num_prompts: int) -> np.ndarray:
+    """Indices of the `num_prompts` groups to train on, out of `len(rewards) // group_size`.
+
+    Without spares (as many groups as `num_prompts`) all of them, in order. With spares
+    (DAPO's dynamic sampling, Yu et al. 2025, sec. 3.2), groups whose rewards are not all
+    equal come first, in sampling order, then all-equal ones to fill the batch when the
+    spares ran out (they have zero advantage under the group estimators, so they change
+    nothing but the count: the `zero_advantage_groups` metric shows how often).
+    """
+    grouped = np.asarray(rewards).reshape(-1, group_size)
+    if len(grouped) == num_prompts:
+        return np.arange(num_prompts)
+    informative = grouped.max(1) != grouped.min(1)
+    order = np.concatenate([np.flatnonzero(informative), np.flatnonzero(~informative)])
+    return np.sort(order[:num_prompts])

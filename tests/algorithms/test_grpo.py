@@ -1,0 +1,175 @@
+"""GRPO (jaxrl.algorithms.grpo): the staged step's phases, accumulation, bad input.
+
+A tiny model (1 layer, hidden 32) keeps compiles short. The estimators and losses have
+their own hand-computed tests (test_grpo_losses.py); here: what the trainer does with
+them. The learning run (SFT warm start, then GRPO on addition) is in
+test_grpo_learning.py.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxrl import config as cfg
+from jaxrl.algorithms import grpo
+from jaxrl.algorithms.lm_common import encode_example
+from jaxrl.config import ConfigError
+
+TINY = dict(
+    digits=2,
+    num_eval=8,
+    num_layers=1,
+    hidden_size=32,
+    num_heads=2,
+    num_kv_heads=2,
+    mlp_size=64,
+    num_prompts=4,
+    group_size=4,
+    total_steps=16 * 4,
+    eval_batch_size=32,
+    eval_samples=4,
+)
+
+
+def make(**overrides) -> grpo.GRPO:
+    return grpo.make(cfg.replace(grpo.default_config(), **{**TINY, **overrides}))
+
+
+def agent0(tree):
+    return jax.tree.map(lambda x: jnp.asarray(x[0]), tree)
+
+
+@pytest.fixture(scope="module")
+def algo():
+    return make(kl_coef=0.1)
+
+
+@pytest.fixture(scope="module")
+def learn(algo):
+    return jax.jit(algo.learn)
+
+
+@pytest.fixture(scope="module")
+def first_update(algo):
+    """(state, collected, batch) of one agent's first update."""
+    state = algo.init(jax.random.key(0), algo.hyperparams())
+    inputs, host = algo.prepare(algo.init_host_state(0, 1))
+    state, collected = jax.jit(algo.collect)(state, agent0(inputs))
+    stacked = jax.tree.map(lambda x: np.asarray(x)[None], collected)
+    batch, _, metrics = algo.process(stacked, host)
+    return state, jax.device_get(collected), batch, metrics
+
+
+# ---------------------------------------------------------------------- sampling phase
+def test_collect_scores_completions_like_the_sampler(algo, first_update):
+    _, collected, _, _ = first_update
+    rows = algo.config.num_prompts * algo.config.group_size
+    assert collected["tokens"].shape == (rows, algo.prompt_len + algo.max_new_tokens)
+    mask = collected["completion_mask"]
+    assert (mask.sum(1) == collected["lengths"]).all()
+    # The trainer's re-scoring equals the sampler's log-probs (same parameters; only the
+    # order of float sums differs), and the reference is the starting policy.
+    np.testing.assert_allclose(collected["old_logp"] * mask, collected["sampler_logp"], atol=1e-5)
+    np.testing.assert_allclose(
+        collected["ref_logp"] * mask, collected["old_logp"] * mask, atol=1e-6
+    )
+    assert (collected["old_entropy"][mask] > 0).all()
+
+
+# ---------------------------------------------------------------------- rewards phase
+def test_process_scores_each_completion_against_its_own_prompt(algo):
+    """Hand-made completions: the first of every group correct, the rest wrong."""
+    c = algo.config
+    inputs, host = algo.prepare(algo.init_host_state(0, 1))
+    examples = algo._pending[0]
+    rows, t = c.num_prompts * c.group_size, algo.max_new_tokens
+    tokens = np.full((rows, algo.prompt_len + t), algo.tokenizer.pad_id, np.int32)
+    cmask = np.zeros((rows, t), bool)
+    for p, example in enumerate(examples):
+        for j in range(c.group_size):
+            answer = example.answer if j == 0 else "x"
+            ids = encode_example(algo.tokenizer, example.prompt, answer)[1]
+            tokens[p * c.group_size + j, algo.prompt_len : algo.prompt_len + len(ids)] = ids
+            cmask[p * c.group_size + j, : len(ids)] = True
+    zeros = np.zeros((rows, t), np.float32)
+    collected = {
+        "tokens": tokens,
+        "mask": np.ones_like(tokens, bool),
+        "completion_mask": cmask,
+        "lengths": cmask.sum(1).astype(np.int32),
+        "finished": np.ones(rows, bool),
+        "sampler_logp": zeros,
+        "old_logp": zeros,
+        "old_entropy": zeros,
+        "ref_logp": zeros,
+    }
+    batch, _, metrics = algo.process(jax.tree.map(lambda x: x[None], collected), host)
+    expected = np.tile([1.0, 0.0, 0.0, 0.0], c.num_prompts)
+    np.testing.assert_array_equal(batch["rewards"][0], expected)
+    assert metrics["accuracy"] == [0.25] and metrics["reward_mean"] == [0.25]
+    assert metrics["zero_advantage_groups"] == [0.0]
+    assert inputs["tokens"].shape == (1, c.num_prompts, algo.prompt_len)
+
+
+def test_dynamic_sampling_prefers_groups_with_a_learning_signal():
+    rewards = np.array([1, 1, 0, 1, 0, 0, 1, 1, 1, 0, 0, 0], np.float32)  # 6 groups of 2
+    # Groups 0, 3 and 4 are all-equal... here: groups (1,1) (0,1) (0,0) (1,1) (1,0) (0,0).
+    np.testing.assert_array_equal(grpo.select_groups(rewards, 2, 2), [1, 4])
+    np.testing.assert_array_equal(grpo.select_groups(rewards, 2, 3), [0, 1, 4])  # refilled
+    np.testing.assert_array_equal(grpo.select_groups(rewards[:4], 2, 2), [0, 1])  # no spares
+
+
+# ---------------------------------------------------------------------- learning phase
+def test_learning_moves_the_policy_towards_rewarded_completions(algo, learn, first_update):
+    state, _, batch, _ = first_update
+    batch = agent0(batch)
+    rewards = np.zeros(batch["rewards"].shape, np.float32)
+    rewards[::4] = 1.0  # reward the first completion of every group
+    batch = {**batch, "rewards": jnp.asarray(rewards)}
+    new, metrics = learn(state, batch)
+    before = algo._completion_logprobs(state.params, batch["tokens"], batch["mask"])
+    after = algo._completion_logprobs(new.params, batch["tokens"], batch["mask"])
+    cmask = np.asarray(batch["completion_mask"])
+    gain = ((np.asarray(after) - np.asarray(before)) * cmask).sum(1)
+    assert gain[::4].mean() > 0 > np.delete(gain, np.s_[::4]).mean()
+    assert np.isfinite(float(metrics["loss"])) and float(metrics["grad_norm"]) > 0
+    assert float(metrics["kl"]) >= 0 and float(metrics["logp_gap"]) < 1e-4
+
+
+def test_micro_batches_give_the_same_update(learn, first_update):
+    """Gradient accumulation over 4 micro-batches equals one batch (the normaliser is the
+    minibatch's, not each micro-batch's; the aggregation tests cover every loss_agg)."""
+    state, _, batch, _ = first_update
+    batch = agent0(batch)
+    batch = {**batch, "rewards": jnp.asarray(np.arange(16) % 3, jnp.float32)}
+    whole, _ = learn(state, batch)
+    accumulated, _ = jax.jit(make(kl_coef=0.1, micro_batches=4).learn)(state, batch)
+    for a, b in zip(
+        jax.tree.leaves(whole.params), jax.tree.leaves(accumulated.params), strict=True
+    ):
+        np.testing.assert_allclose(a, b, atol=2e-6)
+
+
+# ---------------------------------------------------------------------- bad input
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"group_size": 1}, "group_size"),
+        ({"eps_low": 0.3, "eps_high": 0.2}, "eps_high"),
+        ({"reward": "nosuch"}, "reward"),
+        ({"advantage": "gae"}, "advantage"),
+        ({"loss_agg": "mean"}, "loss_agg"),
+        ({"kl_in_reward": True}, "kl_in_reward"),
+        ({"overlong_cache": 10}, "overlong_cache"),
+        ({"max_new_tokens": 200}, "max_new_tokens"),
+        ({"num_minibatches": 3}, "num_minibatches"),
+        ({"task": "nosuch"}, "task"),
+        ({"entropy_top_fraction": 0.0}, "entropy_top_fraction"),
+    ],
+)
+def test_bad_config_names_the_field(overrides, field):
+    with pytest.raises(ConfigError, match=field):
+        make(**overrides)
