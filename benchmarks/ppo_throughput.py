@@ -43,159 +43,34 @@ Writes a table to stdout and JSON to `--out`
 from __future__ import annotations
 
 import argparse
-import json
-import platform
-import statistics
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-WORKERS = HERE / "workers"
+from _harness import (
+    HERE,
+    WORKERS,
+    Recorder,
+    ensure_peer,
+    partial_path,
+    previous_results,
+    print_table,
+    run_metadata,
+    run_worker,
+    summarise,
+    warn_if_loaded,
+    write_results,
+)
+
 DEFAULT_OUT = HERE / "results" / "ppo_throughput.json"
 BATCH = 4 * 128  # transitions per PPO update
-
-# Requirements of the peers' private virtualenvs (see benchmarks/_venvs.py).
-REJAX_REQUIREMENTS = ["rejax==0.1.3", "gymnax==0.0.9", "jax==0.10.2", "jaxlib==0.10.2"]
-SB3_REQUIREMENTS = ["torch==2.13.0", "stable-baselines3", "gymnasium"]
-
-
-def run_worker(
-    python: Path | str, script: str, args: dict[str, Any], timeout: float
-) -> dict[str, Any]:
-    """Runs `workers/<script>` with `args` as JSON; returns its last stdout line, parsed."""
-    cmd = [str(python), str(WORKERS / script), json.dumps(args)]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=WORKERS)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        raise RuntimeError(
-            f"worker {script} {args} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
-        )
-    result = json.loads(lines[-1])
-    result["process_seconds"] = time.perf_counter() - t0
-    return result
-
-
-def ensure_peer(name: str) -> Path:
-    sys.path.insert(0, str(HERE))
-    from _venvs import ensure_venv  # another engineer's helper, reused as is
-
-    return ensure_venv(name, REJAX_REQUIREMENTS if name == "rejax" else SB3_REQUIREMENTS)
-
-
-def median(values: list[float | None]) -> float | None:
-    values = [v for v in values if v is not None]
-    return statistics.median(values) if values else None
-
-
-def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Medians of a cell's repeats (returns: mean over repeats of the per-run seed means)."""
-    out = {
-        "library": runs[0]["library"],
-        "seeds": runs[0]["seeds"],
-        "total_steps": runs[0]["total_steps"],
-        "repeats": len(runs),
-    }
-    for key in (
-        "steps_per_second",
-        "cpu_steps_per_second",
-        "compile_seconds",
-        "cpu_compile_seconds",
-        "train_seconds",
-    ):
-        out[key] = median([r.get(key) for r in runs])
-    for key in ("eval_return_mean", "train_return_mean"):
-        vals = [r.get(key) for r in runs if r.get(key) is not None]
-        out[key] = statistics.fmean(vals) if vals else None
-    seeds_all = [x for r in runs for x in r.get("eval_return_per_seed", [])]
-    out["eval_return_std_over_seeds"] = statistics.pstdev(seeds_all) if len(seeds_all) > 1 else None
-    return out
-
-
-def fmt(x: float | None, spec: str) -> str:
-    return "n/a" if x is None else format(x, spec)
-
-
-def print_table(cells: list[dict[str, Any]]) -> None:
-    """One group per seed count; SB3 (no seed vectorisation) joins each group at its 1-seed rate."""
-    base = {c["seeds"]: c for c in cells if c["library"] == "jaxrl"}
-    sb3 = [c for c in cells if c["library"] == "sb3"]
-    w = max([8, *(len(c["library"]) for c in cells)])
-    head = (
-        f"{'library':<{w}} {'seeds':>5} {'steps':>8} {'steps/s':>10} {'jaxrl/x':>8} "
-        f"{'cpu st/s':>10} {'jaxrl/x':>8} {'compile s':>9} {'return':>7} {'train ret':>9}"
-    )
-    print(head)
-    print("-" * len(head))
-    for seeds in sorted(base):
-        ref = base[seeds]
-        group = [c for c in cells if c["seeds"] == seeds and c["library"] != "sb3"] + sb3
-        for c in group:
-            ratio = cpu_ratio = None
-            if c["steps_per_second"]:
-                ratio = ref["steps_per_second"] / c["steps_per_second"]
-            if c.get("cpu_steps_per_second") and ref.get("cpu_steps_per_second"):
-                cpu_ratio = ref["cpu_steps_per_second"] / c["cpu_steps_per_second"]
-            label = f"{c['seeds']}" if c["library"] != "sb3" else "1*"
-            print(
-                f"{c['library']:<{w}} {label:>5} {c['total_steps']:>8} "
-                f"{fmt(c['steps_per_second'], ',.0f'):>10} "
-                f"{fmt(ratio, '.2f'):>8} {fmt(c.get('cpu_steps_per_second'), ',.0f'):>10} "
-                f"{fmt(cpu_ratio, '.2f'):>8} {fmt(c['compile_seconds'], '.1f'):>9} "
-                f"{fmt(c['eval_return_mean'], '.1f'):>7} {fmt(c['train_return_mean'], '.1f'):>9}"
-            )
-    print("jaxrl/x = jaxrl's throughput / this row's (same group); > 1 means jaxrl is faster.")
-    for seeds in sorted(base):
-        matched = _cell(cells, "jaxrl-matched", seeds)
-        rejax = _cell(cells, "rejax", seeds)
-        if matched and rejax and matched["steps_per_second"] and rejax["steps_per_second"]:
-            cpu = None
-            if matched.get("cpu_steps_per_second") and rejax.get("cpu_steps_per_second"):
-                cpu = matched["cpu_steps_per_second"] / rejax["cpu_steps_per_second"]
-            print(
-                f"matched work, {seeds} seeds: jaxrl-matched / rejax = "
-                f"{matched['steps_per_second'] / rejax['steps_per_second']:.2f} "
-                f"(cpu {fmt(cpu, '.2f')})"
-            )
-    if sb3:
-        print(
-            "1* SB3 runs one seed per process (no vectorisation); "
-            "N seeds one after another run at its 1-seed rate."
-        )
-
-
-def _cell(cells: list[dict[str, Any]], library: str, seeds: int) -> dict[str, Any] | None:
-    """The summary cell of `library` at `seeds` seeds, if measured."""
-    return next((c for c in cells if c["library"] == library and c["seeds"] == seeds), None)
 
 
 def run_benchmark(args: argparse.Namespace, partial_out: Path | None = None) -> dict[str, Any]:
     rejax_py = None if args.skip_rejax else ensure_peer("rejax")
     sb3_py = None if args.skip_sb3 else ensure_peer("sb3")
     total = (args.total_steps // BATCH) * BATCH  # whole updates, identical for every library
-    runs: dict[tuple[str, int], list[dict[str, Any]]] = {}
-
-    def record(result: dict[str, Any]) -> None:
-        runs.setdefault((result["library"], result["seeds"]), []).append(result)
-        if partial_out is not None:  # progress survives an interrupted run
-            partial_out.write_text(
-                json.dumps(
-                    {"partial": True, "runs": [r for rs in runs.values() for r in rs]}, indent=2
-                )
-                + "\n"
-            )
-        print(
-            f"  {result['library']:<6} seeds={result['seeds']:<3} "
-            f"steps/s={result['steps_per_second']:>12,.0f} "
-            f"cpu steps/s={fmt(result.get('cpu_steps_per_second'), ',.0f'):>12} "
-            f"compile={result['compile_seconds']:.1f}s return={result['eval_return_mean']:.1f} "
-            f"({result['process_seconds']:.0f}s)",
-            flush=True,
-        )
+    record = Recorder(partial_out=partial_out)
 
     common = {
         "total_steps": total,
@@ -246,12 +121,12 @@ def run_benchmark(args: argparse.Namespace, partial_out: Path | None = None) -> 
 
     order = {"jaxrl": 0, "jaxrl-matched": 1, "rejax": 2, "sb3": 3}
     cells = sorted(
-        (summarise(r) for r in runs.values()),
+        (summarise(r) for r in record.cells.values()),
         key=lambda c: (c["seeds"], order.get(c["library"], 1)),
     )
     return {
         "cells": cells,
-        "runs": [r for rs in runs.values() for r in rs],
+        "runs": record.runs(),
         "sb3_full_return_run": sb3_full,
         "total_steps": total,
     }
@@ -331,31 +206,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--iters", type=int, default=10, help="with --profile: timed calls per function")
     args = p.parse_args(argv)
-    load = __import__("os").getloadavg()[0]
-    if load > 1.5:
-        print(
-            f"warning: load average {load:.1f} > 1.5: other work on this machine slows "
-            "torch's threads far more than XLA's, so ratios measured now mislead",
-            file=sys.stderr,
-        )
+    warn_if_loaded(
+        "other work on this machine slows torch's threads far more than XLA's, "
+        "so ratios measured now mislead"
+    )
 
     meta = {
-        "benchmark": "ppo_throughput",
-        # The command as typed (the --out path included), so the file says how it was made.
-        "command": " ".join(
-            [
-                "python",
-                "benchmarks/" + Path(__file__).name,
-                *(argv if argv is not None else sys.argv[1:]),
-            ]
-        ),
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "load_average_at_start": list(__import__("os").getloadavg()),
-        "machine": {
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "cpus": __import__("os").cpu_count(),
-        },
+        **run_metadata("ppo_throughput", __file__, argv),
         "config": {
             "env": "CartPole-v1",
             "num_envs": 4,
@@ -376,16 +233,13 @@ def main(argv: list[str] | None = None) -> int:
         },
         "matched_work": _matched_work(),
     }
+    previous = previous_results(args.out)
     if args.profile:
         # Stored under "profile" in the results file, next to the benchmark's own results.
-        profile = {**meta, **run_profile(args)}
-        result = json.loads(args.out.read_text()) if args.out.exists() else {}
-        result["profile"] = profile
-        out = args.out
+        result = {**previous, "profile": {**meta, **run_profile(args)}}
     else:
-        previous = json.loads(args.out.read_text()) if args.out.exists() else {}
         # Progress of an unfinished run, outside the repository; removed at the end.
-        partial = Path(tempfile.gettempdir()) / f"{args.out.stem}.partial.json"
+        partial = partial_path(args.out)
         print(f"progress: {partial}", flush=True)
         result = {**meta, **run_benchmark(args, partial)}
         partial.unlink(missing_ok=True)
@@ -393,10 +247,7 @@ def main(argv: list[str] | None = None) -> int:
             result["profile"] = previous["profile"]
         print()
         print_table(result["cells"])
-        out = args.out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {out}")
+    write_results(args.out, result)
     return 0
 
 
