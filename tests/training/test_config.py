@@ -114,9 +114,13 @@ def test_unknown_env_lists_registered_ids():
         assert env_id in message
 
 
-def test_unknown_algorithm():
-    with pytest.raises(ValueError, match=r"unknown algorithm 'a2c'; available: \['ppo', 'sft'\]"):
+def test_unknown_algorithm_lists_the_registered_names():
+    from jaxrl import algorithms
+
+    expected = re.escape(f"unknown algorithm 'a2c'; available: {algorithms.names()}")
+    with pytest.raises(ValueError, match=expected):
         jaxrl.make_config("a2c")
+    assert {"ppo", "sft", "grpo"} <= set(algorithms.names())
 
 
 def test_override_precedence_preset_then_file_then_overrides(tmp_path):
