@@ -21,7 +21,11 @@ from jaxrl.training.driver import train as _train
 # Keyword arguments of `train` that describe how to run, not what is learned (the CLI too).
 RUN_FIELDS = tuple(f.name for f in dataclasses.fields(RunConfig))
 
-DEFAULT_ENV = "CartPole-v1"
+
+def default_env(module: ModuleType) -> str:
+    """The environment an algorithm trains on when none is given: its config's `env`
+    default (CartPole-v1 for the discrete-action algorithms, Pendulum-v1 for SAC and TD3)."""
+    return module.Config().env
 
 
 def uses_env(module: ModuleType) -> bool:
@@ -40,7 +44,7 @@ def make_config(
     module = algorithms.get(algorithm)
     file_values = cfg.load_file(config_file) if config_file else {}
     if uses_env(module):
-        env = env or file_values.pop("env", None) or DEFAULT_ENV
+        env = env or file_values.pop("env", None) or default_env(module)
         file_values.pop("env", None)
         _check_env(env)
         config = module.default_config(env)

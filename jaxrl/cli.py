@@ -276,7 +276,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
                 "by all processes"
             )
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        target = env or values.get("task") or api.DEFAULT_ENV
+        module = algorithms.get(algorithm)
+        if api.uses_env(module):
+            target = env or api.default_env(module)
+        else:  # a language-model algorithm: named after its task
+            target = values.get("task") or module.Config().task
         name = str(target).replace(":", "-").replace("/", "-")
         run_kwargs["run_dir"] = str(pathlib.Path("runs") / f"{algorithm}-{name}-{stamp}")
     if run_kwargs.get("resume"):

@@ -10,9 +10,14 @@ import importlib
 from types import ModuleType
 
 _ALGORITHMS = {
+    "c51": "jaxrl.algorithms.c51",
+    "dqn": "jaxrl.algorithms.dqn",
     "grpo": "jaxrl.algorithms.grpo",
     "ppo": "jaxrl.algorithms.ppo",
+    "pqn": "jaxrl.algorithms.pqn",
+    "sac": "jaxrl.algorithms.sac",
     "sft": "jaxrl.algorithms.sft",
+    "td3": "jaxrl.algorithms.td3",
 }
 
 

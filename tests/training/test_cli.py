@@ -369,3 +369,40 @@ def test_envs_lists_and_steps_every_registered_environment(capsys):
     assert not missing, f"not listed: {missing}\n{out}"
     assert not failed, "environments failing `jaxrl envs`:\n" + "\n".join(failed.values())
     assert code == 0, out
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "env", "pattern"),
+    [
+        ("dqn", "Pendulum-v1", r"invalid env='Pendulum-v1': dqn needs a Discrete action space"),
+        ("c51", "Pendulum-v1", r"invalid env='Pendulum-v1': c51 needs a Discrete action space"),
+        ("pqn", "Pendulum-v1", r"invalid env='Pendulum-v1': pqn needs a Discrete action space"),
+        ("sac", "CartPole-v1", r"invalid env='CartPole-v1': sac needs a 1-D Box .*use dqn, c51"),
+        ("td3", "CartPole-v1", r"invalid env='CartPole-v1': td3 needs a 1-D Box .*use dqn, c51"),
+    ],
+)
+def test_action_space_mismatch_exits_2_before_the_run_directory(
+    tmp_path, capsys, algorithm, env, pattern
+):
+    run_dir = tmp_path / "run"
+    args = ["train", algorithm, "--env", env, "--run-dir", str(run_dir), "--no-progress"]
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert re.search(pattern, err), err
+    assert "Traceback" not in err
+    assert not run_dir.exists()
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "env"),
+    [
+        ("ppo", "CartPole-v1"),
+        ("dqn", "CartPole-v1"),
+        ("sac", "Pendulum-v1"),
+        ("td3", "Pendulum-v1"),
+    ],
+)
+def test_help_shows_the_algorithms_own_default_environment(capsys, algorithm, env):
+    with pytest.raises(SystemExit):
+        cli.main(["train", algorithm, "--help"])
+    assert f"the preset for --env {env})" in capsys.readouterr().out

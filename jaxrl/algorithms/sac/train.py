@@ -1,0 +1,285 @@
+"""SAC: the maximum-entropy actor-critic on the shared replay base
+(`jaxrl/algorithms/offpolicy.py`).
+
+The base steps the environments into the replay buffer (uniformly random actions in
+[-1, 1]^d until `learning_starts`), samples batches with their n-step targets'
+inputs and counts gradient steps; this module adds what makes it SAC (Haarnoja et
+al. 2018, "Soft Actor-Critic Algorithms and Applications"):
+
+* `explore`: `tanh` of a sample of the squashed Gaussian policy;
+* `learn_step`: the twin critics regress on the clipped double-Q soft target from
+  the target critics; then the actor (reparameterised, against the updated critics)
+  and, with `autotune`, the temperature's logarithm take their Adam steps; the target
+  critics follow by Polyak averaging every `target_update_interval` steps;
+* `act`: `tanh` of the Gaussian's mean for evaluation (or a sample).
+
+Agents act in the normalised box [-1, 1]^d; `to_env_action` maps it affinely onto the
+environment's bounds. The helpers TD3 shares (Adam with a traced learning rate, the
+critic step, the box mapping, delayed updates) are the module-level functions below.
+The losses are in `losses.py`, the networks in `networks.py`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import struct
+
+from jaxrl import config as cfg
+from jaxrl import envs, prng
+from jaxrl.algorithms import offpolicy
+from jaxrl.algorithms.offpolicy import OffPolicy, OffPolicyState
+from jaxrl.algorithms.ppo.train import _check_same_tree
+from jaxrl.replay.nstep import NStepBatch
+
+from . import losses
+from .config import SWEEPABLE, SACConfig
+from .networks import SquashedGaussianActor, TwinQ
+
+SACHyperParams = cfg.make_hyperparams_class("SACHyperParams", SWEEPABLE)
+
+
+@struct.dataclass
+class SACLearner:
+    """What SAC keeps besides its online parameters (`OffPolicyState.learner`)."""
+
+    target_critic: Any  # Polyak average of params["critic"]
+    actor_opt: Any  # Adam's moments, per network
+    critic_opt: Any
+    log_alpha: jax.Array  # log of the entropy temperature (fixed without autotune)
+    alpha_opt: Any
+
+
+class SAC(OffPolicy):
+    """SAC for one environment and one static config: a fused-step algorithm.
+
+    `params` is `{"actor": ..., "critic": ...}`; static structure lives on this object,
+    everything numeric that changes or may be swept in `OffPolicyState` (`hparams`:
+    `SACHyperParams`).
+    """
+
+    name = "sac"
+    sweepable = SWEEPABLE
+    action_kind = "continuous"
+
+    def __init__(self, config: SACConfig, env: envs.Environment, env_params: Any):
+        super().__init__(config, env, env_params)
+        sizes, activation = tuple(config.hidden_sizes), config.activation
+        self.actor = SquashedGaussianActor(self.action_dim, sizes, activation)
+        self.critic = TwinQ(sizes, activation)
+
+    # ------------------------------------------------------------------ construction
+    def hyperparams(self, **overrides: float) -> Any:
+        """Sweepable hyperparameters of this config, with optional overrides; a
+        `target_entropy` of None becomes -action_dim (Haarnoja et al. 2018, sec. 5)."""
+        config = cfg.replace(self.config, **overrides).validate() if overrides else self.config
+        if config.target_entropy is None:
+            config = dataclasses.replace(config, target_entropy=-float(self.action_dim))
+        return cfg.hyperparams_from(config, SACHyperParams, SWEEPABLE)
+
+    def init_learner(self, key: jax.Array, hparams: Any, params: Any) -> tuple[Any, SACLearner]:
+        """Fresh actor and critics (or the given ones), the target critics as a copy,
+        Adam states, and log(alpha) at its initial value."""
+        params = init_actor_critic(self, key, params)
+        log_alpha = jnp.log(hparams.alpha)
+        return params, SACLearner(
+            target_critic=params["critic"],
+            actor_opt=adam(1.0).init(params["actor"]),
+            critic_opt=adam(1.0).init(params["critic"]),
+            log_alpha=log_alpha,
+            alpha_opt=adam(1.0).init(log_alpha),
+        )
+
+    # ------------------------------------------------------------------ acting
+    def to_env_action(self, action: jax.Array) -> jax.Array:
+        """Maps an action of [-1, 1]^d onto the environment's Box bounds."""
+        return to_box(action, self.action_space)
+
+    def explore(self, params, learner, hparams, obs, key, update_step) -> jax.Array:
+        """`tanh(u)`, u sampled from the policy (after learning_starts; the base takes
+        uniformly random actions before)."""
+        return jnp.tanh(self.actor.apply(params["actor"], obs).sample(key))
+
+    def act(self, state: OffPolicyState, obs, carry, reset, key, deterministic: bool = True):
+        """Evaluation policy: `(env_action, carry)`, `tanh` of the Gaussian's mean (or of
+        a sample when not `deterministic`). SAC is feed-forward: `carry` passes through."""
+        dist = self.actor.apply(state.params["actor"], obs)
+        u = dist.mode() if deterministic else dist.sample(key)
+        return self.to_env_action(jnp.tanh(u)), carry
+
+    # ------------------------------------------------------------------ learning
+    def learn_step(
+        self,
+        params: Any,
+        learner: SACLearner,
+        batch: NStepBatch,
+        weights: jax.Array,
+        hparams: Any,
+        key: jax.Array,
+        grad_step: jax.Array,
+    ) -> tuple[Any, SACLearner, None, Mapping[str, jax.Array]]:
+        """One critic step, the actor and temperature steps, the target update.
+
+        `weights` are all ones: the config refuses prioritised replay.
+        """
+        c, hp = self.config, hparams
+        k_next, k_actor = prng.split(key)
+        alpha = jnp.exp(learner.log_alpha)
+
+        # Critics: the soft target with a' ~ pi(s') and the target critics.
+        next_dist = self.actor.apply(params["actor"], batch.next_observation)
+        next_u = next_dist.sample(k_next)
+        next_q = self.critic.apply(learner.target_critic, batch.next_observation, jnp.tanh(next_u))
+        target = losses.soft_td_target(batch, next_q, next_dist.log_prob(next_u), alpha)
+        critic, critic_opt, critic_loss, q = critic_update(
+            self.critic, params["critic"], learner.critic_opt, batch, target, hp.critic_lr
+        )
+        target_critic = offpolicy.update_target(
+            learner.target_critic, critic, hp.tau, grad_step, c.target_update_interval
+        )
+
+        # Actor and temperature, against the updated critics.
+        def actor_phase(carry, k):
+            actor, actor_opt, log_alpha, alpha_opt = carry
+            actor, actor_opt, actor_loss, log_prob = self._actor_update(
+                actor, actor_opt, critic, batch.observation, jnp.exp(log_alpha), hp, k
+            )
+            if c.autotune:
+                grad = jax.grad(losses.temperature_loss)(log_alpha, log_prob, hp.target_entropy)
+                log_alpha, alpha_opt = adam_update(grad, alpha_opt, log_alpha, hp.alpha_lr)
+            stats = {"actor_loss": actor_loss, "entropy": -jnp.mean(log_prob)}
+            return (actor, actor_opt, log_alpha, alpha_opt), stats
+
+        before = (params["actor"], learner.actor_opt, learner.log_alpha, learner.alpha_opt)
+        after, stats = repeat(actor_phase, before, k_actor, c.policy_frequency)
+        # CleanRL's delayed policy updates: policy_frequency steps every policy_frequency-th
+        # gradient step, so the actor still gets one update per critic update on average.
+        actor, actor_opt, log_alpha, alpha_opt = where_due(
+            grad_step, c.policy_frequency, after, before
+        )
+
+        params = {"actor": actor, "critic": critic}
+        learner = SACLearner(
+            target_critic=target_critic,
+            actor_opt=actor_opt,
+            critic_opt=critic_opt,
+            log_alpha=log_alpha,
+            alpha_opt=alpha_opt,
+        )
+        metrics = {"loss": critic_loss, "q_mean": q.mean(), "alpha": alpha, **stats}
+        return params, learner, None, metrics
+
+    def _actor_update(self, actor, actor_opt, critic, obs, alpha, hp, key):
+        """One Adam step on `losses.actor_loss`: `(actor, actor_opt, loss, log_prob)`."""
+
+        def loss_fn(p):
+            dist = self.actor.apply(p, obs)
+            u = dist.sample(key)  # reparameterised: the gradient flows through the sample
+            log_prob = dist.log_prob(u)
+            q = self.critic.apply(critic, obs, jnp.tanh(u))
+            return losses.actor_loss(q, log_prob, alpha), log_prob
+
+        (loss, log_prob), grads = jax.value_and_grad(loss_fn, has_aux=True)(actor)
+        actor, actor_opt = adam_update(grads, actor_opt, actor, hp.actor_lr)
+        return actor, actor_opt, loss, jax.lax.stop_gradient(log_prob)
+
+
+# ----------------------------------------------------------------------------- shared with TD3
+
+
+def adam(lr: jax.Array | float) -> optax.GradientTransformation:
+    """Adam (Kingma & Ba 2015) with a learning rate that may be a traced, per-agent
+    hyperparameter; its state's structure does not depend on the value."""
+    return optax.chain(optax.scale_by_adam(), optax.scale(-lr))
+
+
+def adam_update(grads: Any, opt_state: Any, params: Any, lr: jax.Array) -> tuple[Any, Any]:
+    """One Adam step: `(params, opt_state)`."""
+    updates, opt_state = adam(lr).update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state
+
+
+def critic_update(
+    critic: nn.Module,
+    params: Any,
+    opt_state: Any,
+    batch: NStepBatch,
+    target: jax.Array,
+    lr: jax.Array,
+) -> tuple[Any, Any, jax.Array, jax.Array]:
+    """One Adam step of the twin critics on `losses.twin_critic_loss` towards `target`:
+    `(params, opt_state, loss, Q (2, B) before the step)`."""
+
+    def loss_fn(p):
+        q = critic.apply(p, batch.observation, batch.action)
+        return losses.twin_critic_loss(q, target), q
+
+    (loss, q), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+    params, opt_state = adam_update(grads, opt_state, params, lr)
+    return params, opt_state, loss, q
+
+
+def to_box(action: jax.Array, space: envs.spaces.Box) -> jax.Array:
+    """`low + (action + 1) / 2 * (high - low)`: [-1, 1]^d onto the Box's bounds."""
+    low = jnp.asarray(np.asarray(space.low), jnp.float32)
+    high = jnp.asarray(np.asarray(space.high), jnp.float32)
+    return low + 0.5 * (action + 1.0) * (high - low)
+
+
+def where_due(grad_step: jax.Array, every: int, new: Any, old: Any) -> Any:
+    """`new` on every `every`-th gradient step (`grad_step` 0-based), else `old`.
+
+    A select rather than a `lax.cond`: the driver vmaps agents, which turns a cond on
+    their (batched) step counters into a select of both branches anyway, and this way
+    the skipped update's metrics stay defined.
+    """
+    if every == 1:
+        return new
+    due = (grad_step + 1) % every == 0
+    return jax.tree.map(lambda n, o: jnp.where(due, n, o), new, old)
+
+
+def repeat(
+    step: Callable[[Any, jax.Array], tuple[Any, Mapping[str, jax.Array]]],
+    carry: Any,
+    key: jax.Array,
+    times: int,
+) -> tuple[Any, dict[str, jax.Array]]:
+    """`step` applied `times` times with fresh keys: `(carry, metrics averaged)`."""
+    if times == 1:
+        return step(carry, key)
+    carry, stats = jax.lax.scan(step, carry, prng.split(key, times))
+    return carry, {name: value.mean() for name, value in stats.items()}
+
+
+def init_actor_critic(agent: OffPolicy, key: jax.Array, params: Any) -> dict[str, Any]:
+    """`{"actor": ..., "critic": ...}` for `agent.actor` and `agent.critic`: fresh, or
+    the given warm-start `params` after checking they have the same tree."""
+    k_actor, k_critic = jax.random.split(key)
+    obs = jnp.zeros((1, *agent.obs_shape), jnp.float32)
+    action = jnp.zeros((1, agent.action_dim), jnp.float32)
+
+    def fresh():
+        return {
+            "actor": agent.actor.init(k_actor, obs),
+            "critic": agent.critic.init(k_critic, obs, action),
+        }
+
+    if params is None:
+        return fresh()
+    _check_same_tree("params", jax.eval_shape(fresh), params)
+    return jax.tree.map(jnp.asarray, params)
+
+
+def make(config: SACConfig, env: envs.Environment | None = None, env_params: Any = None) -> SAC:
+    """Builds SAC for `config.env` (or the given environment)."""
+    if env is None:
+        env, env_params = envs.make(config.env)
+    return SAC(config, env, env_params if env_params is not None else env.default_params)
