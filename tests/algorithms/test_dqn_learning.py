@@ -32,7 +32,7 @@ def test_dqn_solves_cartpole_over_four_seeds():
 
 @pytest.mark.slow
 def test_c51_learns_cartpole():
-    summary = _train(c51, "CartPole-v1", num_seeds=4)
+    summary = _train(c51, "CartPole-v1", num_seeds=2)
     assert summary["final_return_mean"] >= 300, summary
 
 
