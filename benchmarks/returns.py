@@ -1,10 +1,11 @@
-"""Final returns of PPO's per-environment presets: the long learning runs.
+"""Final returns of an algorithm's per-environment presets: the long learning runs.
 
-    python benchmarks/ppo_returns.py                      # every preset, 4 seeds
-    python benchmarks/ppo_returns.py --envs CartPole-v1 Acrobot-v1 --seeds 8
+    python benchmarks/returns.py                          # PPO, every preset, 4 seeds
+    python benchmarks/returns.py --envs CartPole-v1 Acrobot-v1 --seeds 8
+    python benchmarks/returns.py --algorithm sac --envs Pendulum-v1
 
 Prints a markdown table (paste it into benchmarks/README.md) and writes
-benchmarks/results/ppo_returns.json. Returns are `summary.json`'s
+benchmarks/results/<algorithm>_returns.json. Returns are `summary.json`'s
 `final_return_mean`/`final_return_std`: the episode-weighted mean return of
 the episodes that ended in the last 10% of updates, averaged over seeds.
 """
@@ -23,7 +24,7 @@ import time
 import jax
 
 import jaxrl
-from jaxrl.algorithms.ppo import PRESETS, default_config
+from jaxrl import algorithms
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -32,24 +33,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--envs", nargs="+", default=sorted(PRESETS))
+    parser.add_argument("--algorithm", default="ppo", choices=algorithms.names())
+    parser.add_argument("--envs", nargs="+", help="environment ids (default: every preset)")
     parser.add_argument("--seeds", type=int, default=4)
     parser.add_argument(
         "--total-steps", type=int, default=None, help="override every preset's budget"
     )
-    parser.add_argument("--out", default=str(HERE / "results" / "ppo_returns.json"))
+    parser.add_argument("--out", help="JSON path (default: results/<algorithm>_returns.json)")
     args = parser.parse_args()
+    module = algorithms.get(args.algorithm)
+    envs = args.envs or sorted(module.PRESETS)
+    out = pathlib.Path(args.out or HERE / "results" / f"{args.algorithm}_returns.json")
 
     rows = []
-    for env in args.envs:
+    for env in envs:
         overrides = {"total_steps": args.total_steps} if args.total_steps else {}
-        budget = overrides.get("total_steps", default_config(env).total_steps)
+        budget = overrides.get("total_steps", module.default_config(env).total_steps)
         t0 = time.perf_counter()
         summary = jaxrl.train(
-            "ppo", env=env, num_seeds=args.seeds, progress=False, **overrides
+            args.algorithm, env=env, num_seeds=args.seeds, progress=False, **overrides
         ).summary
         rows.append(
             {
+                "algorithm": args.algorithm,
                 "env": env,
                 "seeds": args.seeds,
                 "env_steps": budget,
@@ -70,12 +76,11 @@ def main() -> None:
             f"{r['final_return_std']:.1f} | {r['steps_per_second']:,.0f} | "
             f"{r['compile_seconds']:.0f} |"
         )
-    out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(
         json.dumps(
             {
-                "command": shlex.join(["python", "benchmarks/ppo_returns.py", *sys.argv[1:]]),
+                "command": shlex.join(["python", "benchmarks/returns.py", *sys.argv[1:]]),
                 "date": time.strftime("%Y-%m-%d %H:%M:%S"),
                 "load_average": os.getloadavg(),  # 1, 5, 15 min: how busy the host was
                 "machine": {
