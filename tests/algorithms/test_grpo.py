@@ -173,3 +173,47 @@ def test_micro_batches_give_the_same_update(learn, first_update):
 def test_bad_config_names_the_field(overrides, field):
     with pytest.raises(ConfigError, match=field):
         make(**overrides)
+
+
+# ---------------------------------------------------------------------- through the driver
+def test_driver_trains_checkpoints_resumes_exactly_and_reports_pass_at_k(tmp_path):
+    """Two agents with a KL reference through `driver.train`, warm-started from an earlier
+    run's exported model: the summary has pass@k before and after; a copy of the run
+    stopped after its first checkpoint and resumed ends with the uninterrupted run's
+    parameters and metrics (prompt cursor and frozen reference come back exactly)."""
+    import json
+    import shutil
+
+    from jaxrl.training.driver import RunConfig, train
+
+    first_dir = tmp_path / "first"  # a model to start from, in a run directory's layout
+    train(make(total_steps=16), RunConfig(run_dir=str(first_dir), progress=False))
+
+    options = dict(total_steps=64, kl_coef=0.1, model=str(first_dir), lr=1e-3)  # 4 updates
+    run = dict(num_seeds=2, checkpoint_every=32, keep_checkpoints=5, log_every=16)
+    full_dir, stopped_dir = tmp_path / "full", tmp_path / "stopped"
+    full = train(make(**options), RunConfig(run_dir=str(full_dir), progress=False, **run))
+    steps = sorted(int(p.name) for p in (full_dir / "checkpoints").iterdir() if p.name.isdigit())
+    assert steps == [2, 4]
+
+    shutil.copytree(full_dir, stopped_dir)  # as if stopped right after checkpoint 2
+    shutil.rmtree(stopped_dir / "checkpoints" / "4")
+    shutil.rmtree(stopped_dir / "model")
+    (stopped_dir / "summary.json").unlink()
+    resumed = train(
+        make(**options), RunConfig(run_dir=str(stopped_dir), resume=True, progress=False, **run)
+    )
+    assert resumed.summary["params_fingerprint"] == full.summary["params_fingerprint"]
+    timing = {"seconds", "steps_per_second", "sample_seconds", "learn_seconds"}
+    timing |= {"sample_tokens_per_second", "learn_tokens_per_second", "tokens_per_second"}
+    learned = lambda rows: [{k: v for k, v in r.items() if k not in timing} for r in rows]  # noqa: E731
+    assert learned(resumed.metrics) == learned(full.metrics)
+
+    summary = json.loads((full_dir / "summary.json").read_text())
+    for name in ("pass@1_before", "pass@1_after", "pass@4_before", "pass@4_after"):
+        assert 0.0 <= summary[name] <= 1.0, name
+    assert len(summary["pass@1_after_per_agent"]) == 2
+    row = full.metrics[-1]
+    for name in ("reward_mean", "accuracy", "kl", "entropy", "clip_fraction_low"):
+        assert len(row[name]) == 2 and np.all(np.isfinite(row[name])), name
+    assert (full_dir / "model" / "config.json").exists()
