@@ -78,3 +78,41 @@ def test_quickstart_notebook_runs(monkeypatch, tmp_path):
     assert len(images) == 2, "both learning-curve figures are shown"
     text = "".join(out.get("text", "") for out in outputs if out.output_type == "stream")
     assert "final return:" in text and "lr=0.001:" in text
+
+
+def test_grpo_notebook_is_clean():
+    nb = nbformat.read(NOTEBOOKS / "grpo_addition.ipynb", as_version=4)
+    nbformat.validate(nb)
+    assert all(
+        cell.outputs == [] and cell.execution_count is None
+        for cell in nb.cells
+        if cell.cell_type == "code"
+    ), "commit notebooks without outputs"
+
+
+# The notebook's budget cell, replaced in the test by one that runs in about a minute.
+_SMALL_BUDGET = "SFT_SAMPLES = 640\nGRPO_UPDATES = 2\nNUM_EVAL = 8"
+
+
+@pytest.mark.slow
+def test_grpo_notebook_runs_with_a_small_budget(monkeypatch, tmp_path):
+    if not _python3_kernel_is_this_interpreter():
+        pytest.skip("the python3 Jupyter kernel is not this interpreter")
+    for name, value in _kernel_env().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("MPLBACKEND", raising=False)
+    nb = nbformat.read(NOTEBOOKS / "grpo_addition.ipynb", as_version=4)
+    (budget,) = [c for c in nb.cells if c.cell_type == "code" and "SFT_SAMPLES =" in c.source]
+    budget.source = _SMALL_BUDGET
+    client = nbclient.NotebookClient(
+        nb, kernel_name="python3", timeout=900, resources={"metadata": {"path": str(tmp_path)}}
+    )
+    client.execute()
+
+    outputs = [out for cell in nb.cells if cell.cell_type == "code" for out in cell.outputs]
+    assert not [out for out in outputs if out.output_type == "error"]
+    text = "".join(out.get("text", "") for out in outputs if out.output_type == "stream")
+    assert "SFT held-out exact match" in text and "held-out pass@1:" in text
+    images = [o for o in outputs if o.output_type == "display_data" and "image/png" in o.data]
+    assert len(images) == 1
+    assert (tmp_path / "runs" / "notebook-grpo" / "summary.json").exists()
