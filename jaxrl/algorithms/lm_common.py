@@ -272,6 +272,13 @@ class LMAlgorithm(Algorithm):
         c = self.config
         return lr_schedule(update_step, self.num_updates, c.warmup, c.lr_schedule)
 
+    @property
+    def schedule_follows_total(self) -> bool:
+        """A cosine decay ends at the last update and the warmup is a fraction of the
+        updates: both move when `total_steps` is extended (see `Algorithm.check_resume`)."""
+        c = self.config
+        return c.lr_schedule == "cosine" or c.warmup > 0
+
     def model_params(self, trainable: Any, base: Any) -> Any:
         """The parameters the model runs with: the trained ones, or base + LoRA."""
         return trainable if self.lora is None else apply_lora(base, trainable, self.lora)

@@ -147,6 +147,25 @@ def test_lr_schedule_warmup_then_cosine():
     np.testing.assert_allclose(lr_schedule(50, 100, 0.1, "constant"), 1.0)
 
 
+@pytest.mark.parametrize(
+    ("schedule", "warmup", "needs_reschedule"),
+    [("cosine", 0.0, True), ("constant", 0.1, True), ("constant", 0.0, False)],
+)
+def test_extending_a_run_whose_schedule_follows_the_total_needs_reschedule(
+    schedule, warmup, needs_reschedule
+):
+    """A cosine decay (to 0 at the last update) or a warmup (a fraction of the updates)
+    changes when total_steps grows: `--resume --total-steps LARGER` must say so."""
+    saved = cfg.to_dict(make(lr_schedule=schedule, warmup=warmup).config)
+    extended = make(lr_schedule=schedule, warmup=warmup, total_steps=2 * TINY["total_steps"])
+    if needs_reschedule:
+        with pytest.raises(ConfigError, match=r"invalid total_steps=640.*--reschedule"):
+            extended.check_resume(saved)
+    else:
+        extended.check_resume(saved)
+    extended.check_resume(saved, reschedule=True)
+
+
 def test_lora_trains_only_the_adapters_and_skips_the_frozen_base_in_checkpoints():
     algo = make(lora_rank=4, lora_targets=("q_proj", "v_proj"), lr=1e-2)
     state = algo.init(jax.random.key(0), algo.hyperparams())

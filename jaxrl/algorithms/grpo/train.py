@@ -112,11 +112,6 @@ class GRPO(LMAlgorithm):
             prompt_len, answer_len = max(prompt_len, len(prompt)), max(answer_len, len(answer))
         return prompt_len, answer_len
 
-    @property
-    def schedule_follows_total(self) -> bool:
-        c = self.config
-        return c.lr_schedule == "cosine" or c.warmup > 0
-
     # ------------------------------------------------------------------ construction
     def hyperparams(self, **overrides: float) -> Any:
         """Sweepable hyperparameters of this config, with optional overrides."""
