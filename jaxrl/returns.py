@@ -60,3 +60,40 @@ def bootstrap_truncated_rewards(
     """
     bootstrap = jnp.logical_and(truncated, jnp.logical_not(terminated))
     return reward + gamma * final_value * bootstrap.astype(reward.dtype)
+
+
+def lambda_returns(
+    reward: jax.Array,
+    discount: jax.Array,
+    next_value: jax.Array,
+    lam: jax.Array | float,
+) -> jax.Array:
+    """Bootstrapped TD(lambda) returns over a time-major (T, ...) trajectory.
+
+    R_t = reward[t] + discount[t] * ((1 - lam) * next_value[t] + lam * R_{t+1})
+    R_T = next_value[T - 1]  (bootstrap from the last value)
+
+    DreamerV3 (Hafner et al. 2023, "Mastering Diverse Domains through World
+    Models", arXiv:2301.04104, "Critic Learning", eq. 7 of arXiv v1); the
+    lambda-return of Sutton & Barto (2018), sec. 12.1, in its recursive form.
+    Unlike `gae` this takes no `done` flag: `discount[t]` already carries the
+    discount and the continuation, e.g. `gamma * c_{t+1}` with a predicted
+    continue probability, so `discount[t] = 0` cuts the return after
+    `reward[t]`. `next_value[t]` is the value of the state after step t.
+    `lam = 1` gives the discounted sum of rewards bootstrapped with
+    `next_value[T - 1]`; `lam = 0` gives the one-step targets
+    `reward[t] + discount[t] * next_value[t]`. Returns (T, ...); gradients
+    flow through every input (wrap the result in `stop_gradient` for a target).
+    """
+    dtype = jnp.result_type(reward, discount, next_value)
+    reward, discount, next_value = (jnp.asarray(x, dtype) for x in (reward, discount, next_value))
+
+    def backward(carry, inputs):
+        reward_t, discount_t, next_value_t = inputs
+        carry = reward_t + discount_t * ((1.0 - lam) * next_value_t + lam * carry)
+        return carry.astype(dtype), carry.astype(dtype)
+
+    _, returns = jax.lax.scan(
+        backward, next_value[-1], (reward, discount, next_value), reverse=True
+    )
+    return returns
