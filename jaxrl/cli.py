@@ -95,7 +95,7 @@ def _build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     p_envs.set_defaults(handler=_cmd_envs)
 
     p_train = sub.add_parser("train", help="train an agent", argument_default=argparse.SUPPRESS)
-    p_train.add_argument("algorithm", choices=algorithms.names())
+    p_train.add_argument("algorithm", choices=algorithms.names(), help="the algorithm to train")
     _add_run_flags(p_train)
     algorithm, env = _train_target(argv)
     if algorithm is not None:
@@ -103,20 +103,20 @@ def _build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     p_train.set_defaults(handler=_cmd_train)
 
     p_eval = sub.add_parser("eval", help="evaluate the latest checkpoint of a run")
-    p_eval.add_argument("run_dir")
+    p_eval.add_argument("run_dir", help="a run directory (written by `jaxrl train`)")
     p_eval.add_argument("--episodes", type=int, default=10, help="episodes per agent")
-    p_eval.add_argument("--seed", type=int, default=0)
+    p_eval.add_argument("--seed", type=int, default=0, help="seed of the evaluation episodes")
     p_eval.add_argument(
         "--stochastic", action="store_true", help="sample actions instead of the mode"
     )
     p_eval.set_defaults(handler=_cmd_eval)
 
     p_plot = sub.add_parser("plot", help="plot learning curves of one or more runs")
-    p_plot.add_argument("run_dirs", nargs="+")
+    p_plot.add_argument("run_dirs", nargs="+", help="run directories, one curve each")
     p_plot.add_argument(
         "-o", "--output", help="image file (default: curves.png in the first run directory)"
     )
-    p_plot.add_argument("--metric", default="episode_return")
+    p_plot.add_argument("--metric", default="episode_return", help="metrics.jsonl field to plot")
     p_plot.add_argument("--force", action="store_true", help="overwrite an existing --output")
     p_plot.set_defaults(handler=_cmd_plot)
     return parser
@@ -182,7 +182,9 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--log-every", type=int, help="log every N steps per agent")
     g.add_argument("--num-devices", type=int, help="devices of the mesh (default: all)")
-    g.add_argument("--no-progress", dest="progress", action="store_false")
+    g.add_argument(
+        "--no-progress", dest="progress", action="store_false", help="hide the progress bar"
+    )
     g.add_argument("--tensorboard", action="store_true", help="also write TensorBoard events")
     g.add_argument("--coordinator", help="multi-host: coordinator address host:port")
     g.add_argument("--num-processes", type=int, help="multi-host: number of processes")

@@ -141,6 +141,27 @@ def test_help_shows_the_presets_values_and_a_description_per_flag(capsys):
         assert not missing, f"{name}: fields without a docstring: {missing}"
 
 
+def test_every_flag_of_every_command_has_a_description():
+    """Run flags, eval and plot options and positionals too, not only the config fields."""
+    import argparse
+
+    from jaxrl import algorithms
+
+    def undescribed(parser, path):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield from undescribed(sub, [*path, name])
+            elif not (action.help and action.help.strip()):
+                yield " ".join(
+                    [*path, action.option_strings[-1:][0] if action.option_strings else action.dest]
+                )
+
+    for name in algorithms.names():
+        missing = sorted(set(undescribed(cli._build_parser(["train", name]), ["jaxrl"])))
+        assert not missing, f"flags without a description (train {name}): {missing}"
+
+
 # ----------------------------------------------------------------------------- errors
 def test_a_swept_hyperparameter_given_as_a_flag_is_refused(tmp_path, capsys):
     args = std_train_args(tmp_path / "r") + ["--lr", "5e-4"]
