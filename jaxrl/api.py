@@ -88,8 +88,8 @@ def train(
     the algorithm's hyperparameters (e.g. `total_steps`, `lr`, `num_envs`). `sweep`
     is a grid over sweepable hyperparameters, trained vmapped in one program,
     e.g. `sweep={"lr": [1e-3, 3e-4], "ent_coef": [0.0, 0.01]}`; a swept
-    hyperparameter may not also be given as a keyword. `init_params` warm-starts
-    every agent from given parameters.
+    hyperparameter may not also be given as a keyword or in `config_file`.
+    `init_params` warm-starts every agent from given parameters.
 
     Example:
         >>> result = jaxrl.train("ppo", env="CartPole-v1", num_seeds=8)
@@ -97,11 +97,18 @@ def train(
     """
     run_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in RUN_FIELDS}
     run_kwargs["sweep"] = cfg.parse_sweep(sweep)
-    both = sorted(set(run_kwargs["sweep"]) & set(kwargs))
+    file_values = cfg.load_file(config_file) if config_file else {}
+    both = sorted(set(run_kwargs["sweep"]) & (set(kwargs) | set(file_values)))
     if both:
+        name = both[0]
+        where = (
+            f"{name}={kwargs[name]!r}"
+            if name in kwargs
+            else f"{name}={file_values[name]!r} in {config_file}"
+        )
         raise cfg.ConfigError(
-            f"invalid sweep: {both} also given as a single value ({both[0]}="
-            f"{kwargs[both[0]]!r}); give each hyperparameter either as a sweep or as a value"
+            f"invalid sweep: {both} also given as a single value ({where}); give each "
+            "hyperparameter either as a sweep or as a value"
         )
     if run_kwargs.get("run_dir") is not None:
         run_kwargs["run_dir"] = str(run_kwargs["run_dir"])

@@ -171,6 +171,17 @@ def test_a_swept_hyperparameter_given_as_a_flag_is_refused(tmp_path, capsys):
     assert not (tmp_path / "r").exists()
 
 
+def test_a_swept_hyperparameter_given_in_the_config_file_is_refused(tmp_path, capsys):
+    """The file is a value too: config.json would record it while the sweep trains."""
+    path = tmp_path / "ppo.toml"
+    path.write_text("lr = 5e-4\ngamma = 0.98\n")
+    args = std_train_args(tmp_path / "r") + ["--config", str(path)]
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert f"invalid sweep: ['lr'] also given as a single value (lr=0.0005 in {path})" in err
+    assert not (tmp_path / "r").exists()
+
+
 def test_a_missing_optional_dependency_is_one_line(tmp_path, capsys):
     if importlib.util.find_spec("brax") is not None:
         pytest.skip("brax is installed here")
