@@ -210,6 +210,7 @@ class Checkpointer:
                         f"restored {fingerprint})"
                     )
             except Exception as err:  # noqa: BLE001 - any failure means "do not load"
+                _ABANDONED_READS.ignore(self.directory / str(step))
                 reason = str(err).split(" [tensorstore_spec")[0]
                 if len(reason) > 200:
                     reason = reason[:200] + "..."
@@ -262,6 +263,36 @@ def _quiet_failed_reads() -> Iterator[None]:
             kept = _without_closed_loop_tracebacks(captured.read().decode(errors="replace"))
             if kept.strip():
                 sys.stderr.write(kept)
+
+
+class _AbandonedReadsFilter(logging.Filter):
+    """Drops asyncio's "Future exception was never retrieved" reports about reads of a
+    checkpoint already reported as damaged.
+
+    orbax abandons the other reads of a checkpoint once one fails; their futures fail
+    too, and the garbage collector reports each one through the `asyncio` logger at
+    whatever moment it collects them (often at interpreter exit, long after
+    `_quiet_failed_reads`), with the whole tensorstore spec. Only reports naming a
+    skipped checkpoint's directory are dropped; any other asyncio error still shows.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.directories: set[str] = set()
+
+    def ignore(self, step_dir: pathlib.Path) -> None:
+        if not self.directories:
+            logging.getLogger("asyncio").addFilter(self)
+        self.directories.add(f"{step_dir}/")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "exception was never retrieved" not in message:
+            return True
+        return not any(directory in message for directory in self.directories)
+
+
+_ABANDONED_READS = _AbandonedReadsFilter()
 
 
 def _without_closed_loop_tracebacks(text: str) -> str:

@@ -229,6 +229,39 @@ def test_all_checkpoints_damaged_restores_nothing(copy_run, restore_target):
     assert len(record) == 3
 
 
+def test_abandoned_reads_of_a_skipped_checkpoint_are_not_reported_later(
+    copy_run, restore_target, caplog
+):
+    """orbax leaves the other reads of a damaged checkpoint as failed futures nobody
+    awaits; when the garbage collector finds them (often at exit) asyncio logs each with
+    its whole tensorstore spec. After the one-line warning, those reports are dropped;
+    the same report about a checkpoint that was not skipped still shows."""
+    import asyncio
+    import gc
+    import logging
+
+    run_dir = copy_run()
+    _truncate_data(run_dir / "checkpoints" / "32")
+    checkpointer = Checkpointer(run_dir / "checkpoints", read_only=True)
+    with pytest.warns(CorruptCheckpointWarning, match=r"checkpoints/32"):
+        checkpointer.restore_latest(restore_target[1])
+    checkpointer.close()
+
+    def abandon(step_dir: pathlib.Path) -> None:
+        loop = asyncio.new_event_loop()
+        future = loop.create_future()
+        future.set_exception(ValueError(f'Error reading "a/.zarray" at "{step_dir}/state/"'))
+        del future  # never retrieved: asyncio reports it when it is collected
+        gc.collect()
+        loop.close()
+
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        abandon(run_dir / "checkpoints" / "32")
+        assert not caplog.records, caplog.text
+        abandon(run_dir / "checkpoints" / "28")
+    assert len(caplog.records) == 1 and "never retrieved" in caplog.records[0].getMessage()
+
+
 def test_resume_after_damaged_checkpoint_matches_uninterrupted_run(copy_run, reference_run):
     """Restores step 28 and trains again over the damaged step 32 (which it replaces)."""
     run_dir = copy_run()

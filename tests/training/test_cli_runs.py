@@ -9,11 +9,19 @@ through the persistent compilation cache.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
+import os
 import pathlib
+import queue
+import re
+import shlex
+import shutil
 import signal
 import subprocess
+import sys
+import threading
 import time
 
 import numpy as np
@@ -89,22 +97,64 @@ def test_a_signal_stops_after_the_chunk_with_a_checkpoint_and_resume_finishes(tm
     assert checkpoint_steps(run_dir) == [rows[-1]["update"]]
     assert not (run_dir / "summary.json").exists()
 
-    done = _resume(run_dir)
+    # The command it printed is all it takes to continue (the saved config fills in the rest).
+    printed = re.search(r"continue with `(jaxrl train [^`]+)`", err)
+    assert printed, err
+    argv = shlex.split(printed[1])
+    done = subprocess.run(
+        [sys.executable, "-m", "jaxrl.cli", *argv[1:]],
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr
     assert f"resuming from update {rows[-1]['update']}" in done.stderr
     assert [r["update"] for r in read_metrics(run_dir)] == list(range(1, 257))
     assert json.loads((run_dir / "summary.json").read_text())["env_steps_per_agent"] == 65536
 
 
+# A tiny SFT run: a staged algorithm, so Python runs between the updates of a chunk and
+# a signal is handled mid-chunk; 400 updates per chunk (about 3 s on 2 cores) leave the
+# second Ctrl-C time to land while the first one is still finishing its chunk.
+SFT_TINY = [
+    "train", "sft", "--task", "addition", "--digits", "2", "--num-eval", "16",
+    "--num-layers", "1", "--hidden-size", "32", "--num-heads", "2", "--num-kv-heads", "2",
+    "--mlp-size", "64", "--batch-size", "8", "--warmup", "0", "--eval-batch-size", "16",
+    "--total-steps", "32000", "--log-every", "3200", "--no-progress",
+]  # fmt: skip
+
+
 def test_a_second_ctrl_c_stops_at_once(tmp_path):
+    """The first Ctrl-C asks for a checkpoint at the end of the chunk; a second one, sent
+    once the first is acknowledged, stops there and then, without that checkpoint."""
     run_dir = tmp_path / "run"
-    proc = _start(run_dir)
+    proc = subprocess.Popen(
+        jaxrl_command(*SFT_TINY, "--run-dir", str(run_dir)),
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     _wait_for_rows(proc, run_dir)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stderr], daemon=True).start()
     proc.send_signal(signal.SIGINT)
+    err = []
+    while not any("SIGINT received" in line for line in err):
+        err.append(lines.get(timeout=300))
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=300)
-    assert proc.returncode in (130, 128 + signal.SIGINT), err
-    assert "Traceback" not in err
+    proc.wait(300)
+    time.sleep(0.2)  # let the reader drain the pipe
+    while not lines.empty():
+        err.append(lines.get())
+    err = "".join(err)
+    assert proc.returncode == 130, err
+    assert "jaxrl: interrupted" in err, err
+    assert "after writing a checkpoint" not in err and "Traceback" not in err, err
+    assert checkpoint_steps(run_dir) == [], "the first Ctrl-C's checkpoint was still written"
+    rows = read_metrics(run_dir)
+    assert rows[-1]["update"] < 4000, "the run finished before the signals: nothing tested"
 
 
 def test_resume_of_a_run_killed_before_its_first_checkpoint_fails_clearly(tmp_path):
@@ -120,6 +170,71 @@ def test_resume_of_a_run_killed_before_its_first_checkpoint_fails_clearly(tmp_pa
     assert "no checkpoint" in done.stderr and "--fresh" in done.stderr
     assert "Traceback" not in done.stderr
     assert (run_dir / "metrics.jsonl").read_text() == before  # nothing overwritten
+
+
+# ----------------------------------------------------------------------------- damaged
+def _scramble(run_dir: pathlib.Path, *steps: int) -> None:
+    """Overwrites every array data file of these checkpoints with random bytes (the damage
+    after which orbax's in-flight reads printed dozens of asyncio tracebacks)."""
+    for step in steps:
+        for path in (run_dir / "checkpoints" / str(step) / "state").rglob("*"):
+            if path.is_file() and path.parent.name == "d":
+                path.write_bytes(os.urandom(100))
+
+
+def _snapshot(root: pathlib.Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    """A real `jaxrl` process: orbax's noise goes to file descriptor 2 from native threads
+    and at interpreter exit, where an in-process capture would not see it."""
+    return subprocess.run(
+        jaxrl_command(*args), env=subprocess_env(), capture_output=True, text=True, timeout=900
+    )
+
+
+def test_resume_skips_a_damaged_checkpoint_in_one_line_and_says_which_step_it_used(
+    reference_run, tmp_path
+):
+    run_dir = tmp_path / "run"
+    shutil.copytree(reference_run, run_dir)
+    _scramble(run_dir, 32)
+    done = _cli("train", "ppo", "--run-dir", str(run_dir), "--resume", "--no-progress")
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 2, done.stderr
+    assert lines[0].startswith(
+        f"jaxrl: warning: skipping damaged checkpoint {run_dir}/checkpoints/32"
+    )
+    assert lines[1] == "jaxrl: resuming from update 28 (skipped damaged [32])"
+    summary = json.loads((run_dir / "summary.json").read_text())
+    reference = json.loads((reference_run / "summary.json").read_text())
+    assert summary["params_fingerprint"] == reference["params_fingerprint"]
+
+
+def test_resume_with_every_checkpoint_damaged_fails_clearly_and_changes_nothing(
+    reference_run, tmp_path
+):
+    run_dir = tmp_path / "run"
+    shutil.copytree(reference_run, run_dir)
+    _scramble(run_dir, 24, 28, 32)
+    before = _snapshot(run_dir)
+    done = _cli("train", "ppo", "--run-dir", str(run_dir), "--resume", "--no-progress")
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 4, done.stderr  # one per checkpoint, then the error; no noise
+    for line, step in zip(lines, (32, 28, 24), strict=False):
+        assert line.startswith(
+            f"jaxrl: warning: skipping damaged checkpoint {run_dir}/checkpoints/{step} "
+        )
+    assert lines[3].startswith("jaxrl: error: ")
+    assert "3 checkpoint(s), all damaged ([24, 28, 32])" in lines[3] and "--fresh" in lines[3]
+    assert _snapshot(run_dir) == before  # metrics.jsonl, summary.json, checkpoints untouched
 
 
 # ----------------------------------------------------------------------------- help
