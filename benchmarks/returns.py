@@ -5,8 +5,11 @@
     python benchmarks/returns.py --algorithm sac --envs Pendulum-v1
 
 Prints a markdown table (paste it into benchmarks/README.md) and writes
-benchmarks/results/<algorithm>_returns.json. Returns are `summary.json`'s
-`final_return_mean`/`final_return_std`: the episode-weighted mean return of
+benchmarks/results/<algorithm>_returns.json. Rows of earlier runs in that file are
+kept unless this run re-measures them (same env, seeds and steps), and every row
+records the command, date and load average of the run that measured it, so a
+table gathered from several invocations needs no merging by hand. Returns are
+`summary.json`'s `final_return_mean`/`final_return_std`: the episode-weighted mean return of
 the episodes that ended in the last 10% of updates, averaged over seeds.
 """
 
@@ -45,6 +48,11 @@ def main() -> None:
     envs = args.envs or sorted(module.PRESETS)
     out = pathlib.Path(args.out or HERE / "results" / f"{args.algorithm}_returns.json")
 
+    provenance = {
+        "command": shlex.join(["python", "benchmarks/returns.py", *sys.argv[1:]]),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "load_average": os.getloadavg(),  # 1, 5, 15 min: how busy the host was
+    }
     rows = []
     for env in envs:
         overrides = {"total_steps": args.total_steps} if args.total_steps else {}
@@ -64,6 +72,7 @@ def main() -> None:
                 "steps_per_second": summary["steps_per_second"],
                 "compile_seconds": summary["compile_seconds"],
                 "wall_seconds": time.perf_counter() - t0,
+                **provenance,
             }
         )
         print(json.dumps(rows[-1]), flush=True)
@@ -77,17 +86,26 @@ def main() -> None:
             f"{r['compile_seconds']:.0f} |"
         )
     out.parent.mkdir(parents=True, exist_ok=True)
+    measured = {(r["env"], r["seeds"], r["env_steps"]) for r in rows}
+    earlier = json.loads(out.read_text()) if out.exists() else {}
+    # Rows from before per-row provenance carry their file's (as it was recorded).
+    inherited = {
+        k: earlier[k] for k in ("command", "commands", "date", "load_average") if k in earlier
+    }
+    kept = [
+        {**inherited, **r}
+        for r in earlier.get("results", [])
+        if (r["env"], r["seeds"], r["env_steps"]) not in measured
+    ]
     out.write_text(
         json.dumps(
             {
-                "command": shlex.join(["python", "benchmarks/returns.py", *sys.argv[1:]]),
-                "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-                "load_average": os.getloadavg(),  # 1, 5, 15 min: how busy the host was
+                **provenance,  # of the latest run; each row has its own
                 "machine": {
                     "platform": platform.platform(),
                     "devices": [str(d) for d in jax.devices()],
                 },
-                "results": rows,
+                "results": kept + rows,
             },
             indent=2,
         )
