@@ -12,6 +12,7 @@ from types import ModuleType
 _ALGORITHMS = {
     "c51": "jaxrl.algorithms.c51",
     "dqn": "jaxrl.algorithms.dqn",
+    "dreamer": "jaxrl.algorithms.dreamer",
     "grpo": "jaxrl.algorithms.grpo",
     "ppo": "jaxrl.algorithms.ppo",
     "pqn": "jaxrl.algorithms.pqn",
