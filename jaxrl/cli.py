@@ -213,7 +213,8 @@ def _add_config_flags(p: argparse.ArgumentParser, algorithm: str, env: str | Non
             continue
         hint, default = hints[field.name], getattr(preset, field.name)
         shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
-        text = f"{docs.get(field.name, '')} (default {shown})".strip()
+        # argparse %-formats help strings: a literal "%" in a docstring must be doubled.
+        text = f"{docs.get(field.name, '')} (default {shown})".strip().replace("%", "%%")
         if hint is bool:
             g.add_argument(
                 _flag(field.name),

@@ -434,3 +434,17 @@ def test_help_shows_the_algorithms_own_default_environment(capsys, algorithm, en
     with pytest.raises(SystemExit):
         cli.main(["train", algorithm, "--help"])
     assert f"the preset for --env {env})" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("algorithm", jaxrl.algorithms.names())
+def test_every_algorithms_help_prints_every_field(capsys, algorithm):
+    """argparse %-formats help text: a "%" in a field docstring ("1% unimix") once
+    crashed `jaxrl train dreamer --help` with a traceback."""
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["train", algorithm, "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    config_cls = jaxrl.algorithms.get(algorithm).Config
+    for name in cfg.field_docs(config_cls):
+        if name != "env":
+            assert "--" + name.replace("_", "-") in out, name
