@@ -24,11 +24,12 @@ driver's stacked agents). The state of a vmapped run has a leading *agent* axis
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -41,6 +42,31 @@ log = logging.getLogger(__name__)
 
 DATA_AXIS = "data"
 
+# Devices that meshes are built over instead of `jax.devices()` (see `target_devices`).
+_TARGET_DEVICES: list[Any] | None = None
+
+
+@contextlib.contextmanager
+def target_devices(devices: Sequence[Any]) -> Iterator[None]:
+    """Inside the block, every mesh (`make_mesh`, `select_devices`, so every algorithm's
+    `make_mesh` hook) is laid over `devices` instead of `jax.devices()`.
+
+    `jaxrl plan` uses it to compile an algorithm's steps for a TPU slice that is not
+    attached (the compile-only devices of `jax.experimental.topologies`) with the
+    algorithm's own mesh hook, unchanged.
+    """
+    global _TARGET_DEVICES
+    previous, _TARGET_DEVICES = _TARGET_DEVICES, list(devices)
+    try:
+        yield
+    finally:
+        _TARGET_DEVICES = previous
+
+
+def available_devices() -> list[Any]:
+    """The devices meshes are built over: `jax.devices()`, or those of `target_devices`."""
+    return list(jax.devices()) if _TARGET_DEVICES is None else list(_TARGET_DEVICES)
+
 
 def make_mesh(axes: Mapping[str, int] | None = None, devices: Sequence[Any] | None = None) -> Mesh:
     """A mesh with the named `axes` (sizes; at most one -1 = "the remaining devices").
@@ -51,7 +77,7 @@ def make_mesh(axes: Mapping[str, int] | None = None, devices: Sequence[Any] | No
     mesh uses the first `prod(sizes)` of `devices` (default: all devices). Errors
     name the axis and say how many devices there are.
     """
-    devices = list(jax.devices() if devices is None else devices)
+    devices = available_devices() if devices is None else list(devices)
     axes = dict(axes) if axes else {DATA_AXIS: -1}
     sizes = list(axes.values())
     for name, size in axes.items():
@@ -88,9 +114,9 @@ def select_devices(num_devices: int | None = None) -> list[Any]:
     """The first `num_devices` devices (all by default), checked: a count out of range,
     or one that leaves a process of a multi-process run without devices, is a
     `ConfigError` naming `num_devices`. Every algorithm's `make_mesh` starts here."""
-    devices = jax.devices()
+    devices = available_devices()
     if num_devices is None:
-        return list(devices)
+        return devices
     if not 1 <= num_devices <= len(devices):
         raise ConfigError(
             f"invalid num_devices={num_devices}: must be in [1, {len(devices)}] "
