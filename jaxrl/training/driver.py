@@ -303,6 +303,7 @@ class _Loop:
         self.algo, self.run, self.agents = algo, run, agents
         self.run_dir, self.is_main = run_dir, is_main
         self.checkpoints, self.stepper = checkpoints, stepper
+        self.multi_process = jax.process_count() > 1
 
     def run_chunks(self, state, host_state, update, chunk, history, clock, compile_clock):
         """Runs chunks from `update` to the end; appends their rows to `history`.
@@ -339,12 +340,12 @@ class _Loop:
                     self._write_row(row, writer)
                     progress.update(spu * length, row)
                     finished = update >= algo.num_updates
-                    if self.checkpoints is not None and (
-                        finished or stop.requested or self.checkpoints.due(update)
-                    ):
+                    due = self.checkpoints is not None and self.checkpoints.due(update)
+                    due, signum = _agreed(due, stop.signum, self.multi_process)
+                    if self.checkpoints is not None and (finished or signum or due):
                         self.checkpoints.save(update, state, host_state)
-                    if stop.requested and not finished:
-                        raise TrainingInterrupted(self._stop_message(stop, update), stop.signum)
+                    if signum and not finished:
+                        raise TrainingInterrupted(self._stop_message(signum, update), signum)
         finally:
             progress.close()
             if writer is not None:
@@ -360,8 +361,8 @@ class _Loop:
         if writer is not None:
             _write_tensorboard(writer, row, self.algo.progress_unit)
 
-    def _stop_message(self, stop: _StopSignals, update: int) -> str:
-        name = signal.Signals(stop.signum).name
+    def _stop_message(self, signum: int, update: int) -> str:
+        name = signal.Signals(signum).name
         where = f"update {update} of {self.algo.num_updates}"
         if self.run_dir is None:
             return f"{name} received: stopped at {where} (no run_dir, so nothing was saved)"
@@ -369,6 +370,25 @@ class _Loop:
             f"{name} received: stopped at {where} after writing a checkpoint; continue with "
             f"`jaxrl train {self.algo.name} --run-dir {self.run_dir} --resume`"
         )
+
+
+def _agreed(due: bool, signum: int | None, multi_process: bool) -> tuple[bool, int | None]:
+    """`(checkpoint now, stop signal)` as every process of the run will act on them.
+
+    A checkpoint save is collective, so in a multi-process run all processes must
+    decide alike at each chunk boundary: process 0's clock decides time-based
+    checkpoints (the step interval is the same everywhere), and a signal to any
+    process (a scheduler or a preempted host may signal only one) stops them all.
+    One small host all-gather per chunk, only when there are several processes.
+    """
+    if not multi_process:
+        return due, signum
+    from jax.experimental import multihost_utils
+
+    flags = np.asarray(
+        multihost_utils.process_allgather(np.asarray([int(due), signum or 0], np.int32))
+    ).reshape(-1, 2)
+    return bool(flags[0, 0]), int(flags[:, 1].max()) or None
 
 
 class _StopSignals:

@@ -229,6 +229,64 @@ def test_multihost_checkpoint_restores_in_one_process(scenario):
         np.testing.assert_array_equal(np.asarray(leaf), final[jax.tree_util.keystr(path)])
 
 
+@pytest.fixture(scope="module")
+def stop_scenario(tmp_path_factory):
+    """The `agent` run stopped by a SIGTERM to process 1 only, then resumed.
+
+    The two processes' time-based checkpoint decisions are made to disagree, as
+    clocks that drift apart would: process 0 finds one due at every chunk boundary
+    (`checkpoint_minutes` ~0), process 1 never. A save is collective, so a process
+    deciding alone would hang the job; process 0's decision must hold for both.
+    """
+    root = tmp_path_factory.mktemp("multihost_stop")
+    run_dir = root / "run"
+    coordinator = f"localhost:{free_port()}"
+    stopped = {**BASE, "num_seeds": 4, "run_dir": str(run_dir), "checkpoint_minutes": None}
+    runs = [
+        {
+            "name": "stopped",
+            "kwargs": stopped,
+            "process_kwargs": {"0": {"checkpoint_minutes": 1e-9}},
+            "sigterm_process": 1,
+            "expect_error": True,
+        },
+        {"name": "resumed", "kwargs": {**stopped, "resume": True}},
+    ]
+    spec = {"out_dir": str(root), "devices": GLOBAL_DEVICES, "runs": runs}
+    jobs = [
+        (
+            {
+                **spec,
+                "distributed": {"coordinator": coordinator, "num_processes": 2, "process_id": i},
+            },
+            scenario_env(LOCAL_DEVICES),
+        )
+        for i in range(NUM_PROCESSES)
+    ]
+    p0, p1 = run_group(jobs, root)
+    return {"root": root, "run_dir": run_dir, "p0": p0, "p1": p1}
+
+
+def test_a_signal_to_one_process_stops_all_at_one_checkpoint_and_resume_matches(
+    stop_scenario, scenario
+):
+    errors = [stop_scenario[p]["runs"]["stopped"]["error"] for p in ("p0", "p1")]
+    prefix = "TrainingInterrupted: SIGTERM received: stopped at update "
+    assert all(e.startswith(prefix) for e in errors), errors
+    assert errors[0] == errors[1], errors  # the same update on both processes
+    stopped_at = int(errors[0][len(prefix) :].split()[0])
+    assert 1 <= stopped_at < NUM_UPDATES, "the signal came too late to test anything"
+    for report in (stop_scenario["p0"], stop_scenario["p1"]):
+        resumed = report["runs"]["resumed"]
+        assert f"resumed from update {stopped_at}" in resumed["log"], resumed["log"]
+        # It continued exactly where the uninterrupted run was at that update.
+        assert resumed["metrics"] == scenario["p0"]["runs"]["agent"]["metrics"]
+    agent = load_params(scenario["multi"], "agent")
+    resumed = load_params(stop_scenario["root"], "resumed")
+    for key in agent:
+        np.testing.assert_array_equal(agent[key], resumed[key], err_msg=key)
+
+
 def test_initialize_distributed_reads_environment(monkeypatch):
     """`initialize_distributed` falls back to the JAXRL_* variables (no runtime is started)."""
     import jax

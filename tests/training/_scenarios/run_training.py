@@ -18,7 +18,10 @@ SPEC (JSON):
                   "keep_checkpoints_upto": optional int}; the latter deletes,
                   before the run, every checkpoint step above it (process 0
                   only, between barriers): a run "interrupted" after that step;
-                  "expect_error": true: the run must raise; its error is reported.
+                  "expect_error": true: the run must raise; its error is reported;
+                  "process_kwargs": optional {"<process index>": kwargs added on that
+                  process only}; "sigterm_process": optional process index that sends
+                  itself SIGTERM once the run's first checkpoint is finalised.
 
 The last stdout line is `RESULT <json>`: per run its metrics rows (timings
 dropped), summary, per-field shardings of the final state and the files this
@@ -76,7 +79,10 @@ def main() -> None:
         "runs": {},
     }
     for run in spec["runs"]:
-        name, kwargs = run["name"], dict(run["kwargs"])
+        name = run["name"]
+        kwargs = {**run["kwargs"], **run.get("process_kwargs", {}).get(str(pid), {})}
+        if run.get("sigterm_process") == pid:
+            _sigterm_after_first_checkpoint(pathlib.Path(kwargs["run_dir"]))
         if "keep_checkpoints_upto" in run:
             _drop_checkpoints_after(
                 pathlib.Path(kwargs["run_dir"]), run["keep_checkpoints_upto"], pid
@@ -137,6 +143,21 @@ def _field_shardings(value) -> list[dict]:
         }
         seen[json.dumps(entry, sort_keys=True)] = entry
     return list(seen.values())
+
+
+def _sigterm_after_first_checkpoint(run_dir: pathlib.Path) -> None:
+    """What a scheduler does to one host of a job: SIGTERM, here once training is under
+    way (its first checkpoint is finalised), from a thread of this process."""
+    import signal
+    import threading
+
+    def wait_and_signal() -> None:
+        checkpoints = run_dir / "checkpoints"
+        while not (checkpoints.exists() and any(p.name.isdigit() for p in checkpoints.iterdir())):
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=wait_and_signal, daemon=True).start()
 
 
 def _drop_checkpoints_after(run_dir: pathlib.Path, step: int, pid: int) -> None:
