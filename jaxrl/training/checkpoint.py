@@ -297,7 +297,9 @@ _ABANDONED_READS = _AbandonedReadsFilter()
 
 def _without_closed_loop_tracebacks(text: str) -> str:
     """Drops whole "Traceback ... RuntimeError: Event loop is closed" blocks (lines of
-    concurrent tracebacks interleave, so every line such a block is made of goes)."""
+    concurrent tracebacks interleave, so every line such a block is made of goes, and
+    so do pieces of them that the interleaving left on a line of their own, such as
+    ": Event loop is closed")."""
     if "Event loop is closed" not in text:
         return text
     noise = (
@@ -309,8 +311,12 @@ def _without_closed_loop_tracebacks(text: str) -> str:
         "self.call_soon_threadsafe",
         "loop.call_soon_threadsafe",
     )
-    lines = text.splitlines(keepends=True)
-    return "".join(line for line in lines if not any(n in line for n in noise) and line.strip())
+    pieces = "\n".join(noise)
+
+    def is_noise(line: str) -> bool:
+        return any(n in line for n in noise) or line.strip() in pieces
+
+    return "".join(line for line in text.splitlines(keepends=True) if not is_noise(line))
 
 
 # Orbax stores typed PRNG keys poorly across versions; store their raw data.

@@ -262,6 +262,25 @@ def test_abandoned_reads_of_a_skipped_checkpoint_are_not_reported_later(
     assert len(caplog.records) == 1 and "never retrieved" in caplog.records[0].getMessage()
 
 
+def test_interleaved_closed_loop_tracebacks_are_dropped_whole():
+    """tensorstore's reads report from several native threads at once, so their
+    tracebacks interleave and can leave a piece such as ": Event loop is closed" on a
+    line of its own (seen in test_cli_runs); those go too, anything else stays."""
+    from jaxrl.training.checkpoint import _without_closed_loop_tracebacks
+
+    block = (
+        "Traceback (most recent call last):\n"
+        '  File "/py/asyncio/base_events.py", line 806, in call_soon_threadsafe\n'
+        "    self._check_closed()\n"
+        '  File "/py/asyncio/base_events.py", line 519, in _check_closed\n'
+        "    raise RuntimeError('Event loop is closed')\n"
+    )
+    text = block + "Traceback (most recent call last):\nRuntimeError" + block
+    text += "RuntimeError: Event loop is closed\n: Event loop is closed\nno space left on device\n"
+    assert _without_closed_loop_tracebacks(text) == "no space left on device\n"
+    assert _without_closed_loop_tracebacks("unrelated\n") == "unrelated\n"
+
+
 def test_resume_after_damaged_checkpoint_matches_uninterrupted_run(copy_run, reference_run):
     """Restores step 28 and trains again over the damaged step 32 (which it replaces)."""
     run_dir = copy_run()
