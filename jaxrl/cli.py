@@ -4,6 +4,7 @@ jaxrl envs                               list and smoke-step every environment
 jaxrl train ppo --env CartPole-v1 ...    train (every hyperparameter is a flag)
 jaxrl train sft --task addition          train a language model
 jaxrl eval RUN_DIR                       evaluate a run's latest checkpoint
+jaxrl plan grpo --topology v5e:4x4 ...    compile the steps for a TPU slice: fits?
 jaxrl plot RUN_DIR...                    learning curves, mean and spread over seeds
 
 Expected errors (a bad flag, a missing file or optional dependency) print one
@@ -102,6 +103,22 @@ def _build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         _add_config_flags(p_train, algorithm, env)
     p_train.set_defaults(handler=_cmd_train)
 
+    p_plan = sub.add_parser(
+        "plan",
+        help="compile an algorithm's steps for a TPU slice and say whether they fit",
+        description="Compiles the steps `jaxrl train ALGO` would run (same flags) for a TPU "
+        "slice, without a TPU and without allocating parameters, and prints per-device "
+        "memory, FLOPs and a roofline step time per step. Exits 1 when a step does not "
+        "fit, listing changes that fit (each compiled). See docs/plan.md.",
+        argument_default=argparse.SUPPRESS,
+    )
+    p_plan.add_argument("algorithm", choices=algorithms.names())
+    _add_plan_flags(p_plan)
+    _add_run_flags(p_plan)
+    if algorithm is not None:
+        _add_config_flags(p_plan, algorithm, env)
+    p_plan.set_defaults(handler=_cmd_plan)
+
     p_eval = sub.add_parser("eval", help="evaluate the latest checkpoint of a run")
     p_eval.add_argument("run_dir", help="a run directory (written by `jaxrl train`)")
     p_eval.add_argument("--episodes", type=int, default=10, help="episodes per agent")
@@ -123,11 +140,13 @@ def _build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 
 
 def _train_target(argv: Sequence[str]) -> tuple[str | None, str | None]:
-    """`(algorithm, env)` of a `jaxrl train` command line, before full parsing."""
+    """`(algorithm, env)` of a `jaxrl train` (or `jaxrl plan`) command line, before full
+    parsing."""
     args = list(argv)
-    if "train" not in args:
+    command = next((a for a in args if a in ("train", "plan")), None)
+    if command is None:
         return None, None
-    rest = args[args.index("train") + 1 :]
+    rest = args[args.index(command) + 1 :]
     algorithm = next((a for a in rest if not a.startswith("-")), None)
     if algorithm not in algorithms.names():
         return None, None
@@ -189,6 +208,45 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--coordinator", help="multi-host: coordinator address host:port")
     g.add_argument("--num-processes", type=int, help="multi-host: number of processes")
     g.add_argument("--process-id", type=int, help="multi-host: this process's index")
+
+
+def _add_plan_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("plan")
+    g.add_argument(
+        "--topology",
+        required=True,
+        help="what to compile for: a TPU slice v5e:AxB, v6e:AxB, v4:AxBxC, v5p:AxBxC "
+        '(needs libtpu: pip install -e ".[plan]") or cpu:N (N emulated CPU devices)',
+    )
+    g.add_argument(
+        "--mesh",
+        metavar="AXIS=N,...",
+        help="mesh axes, e.g. data=4,fsdp=4 (language models: data, fsdp, tensor; data "
+        "takes the devices the others leave)",
+    )
+    g.add_argument(
+        "--model-config",
+        metavar="CONFIG_JSON",
+        help="plan this Hugging Face architecture (a config.json; no weights needed) "
+        "instead of the random model, e.g. examples/models/llama-3-8b.json",
+    )
+    g.add_argument(
+        "--device-memory",
+        metavar="SIZE",
+        help="per-device memory budget instead of the chip's HBM, e.g. 8GiB (cpu:N has none)",
+    )
+    g.add_argument(
+        "--full-depth",
+        action="store_true",
+        help="compile a deep language model whole (default: at 1 and 2 layers, extended "
+        "by the per-layer growth; much faster)",
+    )
+    g.add_argument(
+        "--no-suggest",
+        dest="suggest",
+        action="store_false",
+        help="when a step does not fit, do not search for changes that fit",
+    )
 
 
 def _add_config_flags(p: argparse.ArgumentParser, algorithm: str, env: str | None) -> None:
@@ -302,6 +360,41 @@ def _cmd_train(args: argparse.Namespace) -> int:
     )
     _print_summary(result.summary)
     print(f"run directory: {result.run_dir}")
+    return 0
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    """`jaxrl plan`: the tables on stdout; exit 1 (and one line on stderr) when a step
+    does not fit."""
+    values = vars(args).copy()
+    for name in ("handler", "debug", "coordinator", "num_processes", "process_id"):
+        values.pop(name, None)
+    algorithm, topology = values.pop("algorithm"), values.pop("topology")
+    from jaxrl import plan as plan_lib
+
+    plan_lib.prepare_process(topology)  # before JAX starts: CPU backend, cpu:N devices
+    result = plan_lib.plan(
+        algorithm,
+        values.pop("env", None),
+        topology=topology,
+        mesh=values.pop("mesh", None),
+        config_file=values.pop("config_file", None),
+        model_config=values.pop("model_config", None),
+        device_memory=values.pop("device_memory", None),
+        suggest=values.pop("suggest", True),
+        full_depth=values.pop("full_depth", False),
+        sweep=values.pop("sweep", None),
+        **values,
+    )
+    print(result.report(), flush=True)
+    if not result.fits:
+        failing = [s.name for s in result.steps if not s.fits(result.target.memory_bytes)]
+        print(
+            f"jaxrl: plan: {', '.join(failing)} does not fit on {result.target.name}"
+            + ("; see the changes that fit above" if result.suggestions else ""),
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

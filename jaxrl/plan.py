@@ -49,7 +49,9 @@ import re
 import sys
 import tempfile
 import time
+import types
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent import futures
 from typing import Any
 
 import jax
@@ -179,6 +181,9 @@ def _tpu_devices(name: str, chip: Chip) -> list[Any]:
     from jax.experimental import topologies
 
     options = {"chip_config_name": "megacore"} if chip.megacore else {}
+    # libtpu takes a machine-wide lock (/tmp/libtpu_lockfile) against two processes
+    # driving one TPU; compiling for an absent one is safe to do in parallel.
+    os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
     try:
         with _quiet_stderr():  # libtpu logs warnings about the absent TPU VM metadata
             description = topologies.get_topology_desc(
@@ -507,6 +512,8 @@ def _replace_model(algo: Any, hf: Mapping[str, Any]) -> None:
 # per-layer growth extrapolated (see `plan_algorithm`).
 MAX_EXACT_LAYERS = 4
 PROBE_LAYERS = (1, 2)
+# Steps compiled at once (XLA compiles outside the GIL; each compile is one thread).
+COMPILE_THREADS = 2
 
 
 def plan_algorithm(
@@ -524,14 +531,22 @@ def plan_algorithm(
     check_algorithm(algo)
     run = run.validate(algo.sweepable)
     layers = _num_layers(algo)
-    if layers is None or layers <= MAX_EXACT_LAYERS or full_depth:
-        return _plan_compiled(algo, target, run)
-    full = _plan_compiled(algo, target, run, compile_steps=False)
-    probes = [_plan_compiled(_at_depth(algo, d), target, run) for d in PROBE_LAYERS]
+    with futures.ThreadPoolExecutor(COMPILE_THREADS) as pool:
+        if layers is None or layers <= MAX_EXACT_LAYERS or full_depth:
+            return _resolve(_plan_compiled(algo, target, run, pool))
+        full = _resolve(_plan_compiled(algo, target, run, pool, compile_steps=False))
+        probes = [_plan_compiled(_at_depth(algo, d), target, run, pool) for d in PROBE_LAYERS]
+        probes = [_resolve(p) for p in probes]
     full.steps = [
         _extrapolate(step, [p.step(step.name) for p in probes], layers) for step in full.steps
     ]
     return full
+
+
+def _resolve(p: Plan) -> Plan:
+    """Waits for the plan's compiles (its steps are futures until then)."""
+    p.steps = [s.result() if isinstance(s, futures.Future) else s for s in p.steps]
+    return p
 
 
 def _num_layers(algo: Any) -> int | None:
@@ -610,10 +625,16 @@ def _not_donated(raw: Mapping[str, int]) -> int:
 
 
 def _plan_compiled(
-    algo: Algorithm, target: Target, run: driver.RunConfig, *, compile_steps: bool = True
+    algo: Algorithm,
+    target: Target,
+    run: driver.RunConfig,
+    pool: futures.Executor,
+    *,
+    compile_steps: bool = True,
 ) -> Plan:
-    """The abstract state and steps of `algo` on `target`'s mesh; each step compiled and
-    measured (or, without `compile_steps`, only its state rows and KV cache)."""
+    """The abstract state and steps of `algo` on `target`'s mesh; each step compiled on
+    `pool` and measured (or, without `compile_steps`, only its state rows and KV cache).
+    Its `steps` are futures until `_resolve`."""
     agents = driver.make_agents(algo, run)
     n = agents.num_agents
     with mesh_lib.target_devices(target.devices):
@@ -624,7 +645,7 @@ def _plan_compiled(
     )
     shardings = algo.state_sharding(abstract, mesh, n)
     state = _with_shardings(abstract, shardings)
-    steps = _Steps(algo, state, shardings, mesh, n, compile_steps)
+    steps = _Steps(algo, state, shardings, mesh, n, compile_steps, pool)
     if not algo.staged:
         steps.add("update", type(algo).update, driver._agents_update(algo, n), ())
     else:
@@ -642,17 +663,18 @@ def _plan_compiled(
 
 class _Steps:
     """Compiles and measures steps that take the state (donated) and inputs, as the
-    driver's steppers jit them: `(state, ...) -> (state, replicated outputs)`."""
+    driver's steppers jit them: `(state, ...) -> (state, replicated outputs)`.
 
-    def __init__(self, algo, state, shardings, mesh, num_agents, compile_steps):
+    Tracing runs here; compiling runs on `pool` (XLA compiles outside the GIL, so two
+    steps, or two probes, compile at once on two cores); `plans` holds futures."""
+
+    def __init__(self, algo, state, shardings, mesh, num_agents, compile_steps, pool):
         self.algo, self.state, self.shardings, self.mesh = algo, state, shardings, mesh
-        self.num_agents, self.compile_steps = num_agents, compile_steps
-        self.plans: list[StepPlan] = []
+        self.num_agents, self.compile_steps, self.pool = num_agents, compile_steps, pool
+        self.plans: list[Any] = []
 
     def add(self, name: str, method: Any, fn: Any, inputs: tuple[Any, ...], kv_cache=None):
-        out_shardings = (self.shardings, mesh_lib.replicated(self.mesh))
-        in_shardings = (self.shardings, *(_shardings_of(x) for x in inputs))
-        specs = (self.state, *inputs)
+        description = _doc(method)
         if not self.compile_steps:
             rows = {
                 **_state_rows(self.algo, self.state),
@@ -660,38 +682,37 @@ class _Steps:
             }
             if kv_cache:
                 rows["KV cache"] = kv_cache
-            self.plans.append(
-                StepPlan(name, _doc(method), rows, sum(rows.values()), {}, 0.0, 0.0, 0.0, True, 0.0)
+            done: futures.Future = futures.Future()
+            done.set_result(
+                StepPlan(name, description, rows, sum(rows.values()), {}, 0.0, 0.0, 0.0, True, 0.0)
             )
+            self.plans.append(done)
             return
+        out_shardings = (self.shardings, mesh_lib.replicated(self.mesh))
+        in_shardings = (self.shardings, *(_shardings_of(x) for x in inputs))
         start = time.perf_counter()
         traced = jax.jit(
             fn, in_shardings=in_shardings, out_shardings=out_shardings, donate_argnums=0
-        ).trace(*specs)
-        try:
-            compiled = traced.lower().compile()
-        except jax.errors.JaxRuntimeError as err:
-            required = _out_of_memory(str(err))
-            if required is None:
-                raise
-            self.plans.append(
-                _oom_step(
-                    name,
-                    _doc(method),
-                    self.algo,
-                    self.state,
-                    inputs,
-                    required,
-                    time.perf_counter() - start,
-                    kv_cache,
+        ).trace(self.state, *inputs)
+        lowered = traced.lower()
+        traced_seconds = time.perf_counter() - start
+
+        def compile_and_measure() -> StepPlan:
+            begin = time.perf_counter()
+            try:
+                compiled = lowered.compile()
+            except jax.errors.JaxRuntimeError as err:
+                required = _out_of_memory(str(err))
+                if required is None:
+                    raise
+                seconds = traced_seconds + time.perf_counter() - begin
+                return _oom_step(
+                    name, description, self.algo, self.state, inputs, required, seconds, kv_cache
                 )
-            )
-            return
-        seconds = time.perf_counter() - start
-        self.plans.append(
-            _measure(
+            seconds = traced_seconds + time.perf_counter() - begin
+            return _measure(
                 name,
-                _doc(method),
+                description,
                 compiled,
                 traced.jaxpr,
                 seconds,
@@ -700,7 +721,8 @@ class _Steps:
                 inputs,
                 kv_cache,
             )
-        )
+
+        self.plans.append(self.pool.submit(compile_and_measure))
 
 
 def _out_of_memory(message: str) -> int | None:
@@ -1246,3 +1268,14 @@ def _verdict(p: Plan) -> list[str]:
             f"no change tried fits ({'; '.join(p.tried)}): try a larger slice or a smaller batch"
         )
     return lines
+
+
+class _CallableModule(types.ModuleType):
+    """`jaxrl.plan(...)` is `jaxrl.plan.plan(...)`: the module is callable, so the public
+    function and its module (`jaxrl.plan.resolve_topology`, ...) share one name."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Plan:
+        return plan(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
