@@ -570,7 +570,10 @@ def _extrapolate(full: StepPlan, probes: list[StepPlan], layers: int) -> StepPla
     """`full` (state rows of the whole model, nothing compiled) completed from probes at
     `PROBE_LAYERS` layers: per-layer growth times the model's depth."""
     (d1, a), (d2, b) = zip(PROBE_LAYERS, probes, strict=True)
-    note = f"compiled at {d1} and {d2} layers, per-layer growth extended to {layers}"
+    note = (
+        f"an estimate: compiled at {d1} and {d2} layers, per-layer growth extended to "
+        f"{layers}; --full-depth compiles all of them"
+    )
     seconds = sum(p.compile_seconds for p in probes)
     if a.out_of_memory or b.out_of_memory:
         worst = b if b.out_of_memory else a
@@ -594,6 +597,7 @@ def _extrapolate(full: StepPlan, probes: list[StepPlan], layers: int) -> StepPla
     if kv:
         rows["KV cache"] = int(min(kv, temp))
     rows["activations and temporaries"] = int(temp - rows.get("KV cache", 0))
+    rows[PROGRAM_ROW] = int(extend(_program_bytes(raw_a), _program_bytes(raw_b)))
     return dataclasses.replace(
         full,
         memory=rows,
@@ -608,12 +612,19 @@ def _extrapolate(full: StepPlan, probes: list[StepPlan], layers: int) -> StepPla
     )
 
 
+PROGRAM_ROW = "program and runtime (XLA peak - the rest)"
 _DERIVED_ROWS = (
     "step inputs (batch)",
     "outputs (not donated)",
     "KV cache",
     "activations and temporaries",
+    PROGRAM_ROW,
 )
+
+
+def _program_bytes(raw: Mapping[str, int]) -> int:
+    summed = raw["argument_size_in_bytes"] + _not_donated(raw) + raw["temp_size_in_bytes"]
+    return max(0, raw.get("peak_memory_in_bytes", 0) - summed)
 
 
 def _non_state(step: StepPlan) -> dict[str, int]:
@@ -921,8 +932,10 @@ def _measure(name, description, compiled, jaxpr, seconds, algo, state, inputs, k
         - raw["alias_size_in_bytes"]
         + raw["temp_size_in_bytes"]
     )
-    # The CPU backend's peak leaves temporaries out; TPU's is about the sum.
-    total = max(raw.get("peak_memory_in_bytes", 0), summed)
+    # TPU's peak adds the program and runtime buffers to the sum (measured: tens of MB
+    # for a GRPO step); the CPU backend's peak leaves temporaries out.
+    rows[PROGRAM_ROW] = max(0, raw.get("peak_memory_in_bytes", 0) - summed)
+    total = summed + rows[PROGRAM_ROW]
     cost = compiled.cost_analysis()
     cost = (cost[0] if isinstance(cost, list | tuple) else cost) or {}
     xla_flops = float(cost.get("flops", 0.0))
@@ -1089,9 +1102,10 @@ def _suggest(
         per_replica = config.mesh_tensor
         for fsdp in sorted(_divisors(devices // per_replica)):
             if fsdp > config.mesh_fsdp:
+                tensor = f",tensor={per_replica}" if per_replica > 1 else ""
                 candidates.append(
                     (
-                        f"--mesh fsdp={fsdp}",
+                        f"--mesh fsdp={fsdp}{tensor}",
                         f"parameters and optimizer state sharded over {fsdp} devices",
                         {"mesh_fsdp": fsdp},
                     )
@@ -1120,16 +1134,20 @@ def _suggest(
                         {"micro_batches": micro},
                     )
                 )
-    # Alone (the first fsdp and micro-batch size that fit), then cumulated, cheapest first.
-    found_kinds: set[str] = set()
-    for flags, why, change in candidates:
-        kind = flags.split()[0]
-        if kind in found_kinds:
-            continue
-        fitted = _try(result, module, config, change, target, run, model_hf, full_depth)
-        if fitted is not None:
-            found_kinds.add(kind)
-            result.suggestions.append(Suggestion(flags, why, fitted))
+    # Alone: of each kind (fsdp sizes, micro-batch counts) the smallest change that fits,
+    # searched from the largest down, so a kind that cannot fit costs one compile.
+    kinds: dict[str, list[tuple[str, str, dict[str, Any]]]] = {}
+    for candidate in candidates:
+        kinds.setdefault(candidate[0].split()[0], []).append(candidate)
+    for options in kinds.values():
+        smallest = None
+        for flags, why, change in reversed(options):
+            fitted = _try(result, module, config, change, target, run, model_hf, full_depth)
+            if fitted is None:
+                break
+            smallest = Suggestion(flags, why, fitted)
+        if smallest is not None:
+            result.suggestions.append(smallest)
     if result.suggestions:
         return
     combined: dict[str, Any] = {}
@@ -1206,7 +1224,7 @@ def format_plan(p: Plan) -> str:
                 if s.total <= TIGHT * budget
                 else ("  fits, tightly" if s.total <= budget else "  DOES NOT FIT")
             )
-        lines.append(f"  {'total (XLA peak)':44s} {_gib(s.total):>11s}  {share}{verdict}")
+        lines.append(f"  {'total (peak)':44s} {_gib(s.total):>11s}  {share}{verdict}")
         mark = "" if s.loops_exact else " (a loop of unknown length counted once: a lower bound)"
         lines.append(f"  {'FLOPs':44s} {s.flops:11.3e}{mark}")
         lines.append(f"  {'HBM traffic':44s} {_gib(s.bytes_accessed):>11s}")
