@@ -112,7 +112,7 @@ def _build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         "fit, listing changes that fit (each compiled). See docs/plan.md.",
         argument_default=argparse.SUPPRESS,
     )
-    p_plan.add_argument("algorithm", choices=algorithms.names())
+    p_plan.add_argument("algorithm", choices=algorithms.names(), help="the algorithm to plan")
     _add_plan_flags(p_plan)
     _add_run_flags(p_plan)
     if algorithm is not None:
