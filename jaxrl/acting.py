@@ -31,6 +31,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 from jaxrl import prng
@@ -71,6 +72,14 @@ def step_envs(env: Any, params: Any, key: jax.Array, state: Any, action: Any) ->
     num_envs = jax.tree.leaves(state)[0].shape[0]
     keys = prng.split(key, num_envs)
     return jax.vmap(env.step, in_axes=(0, 0, 0, None))(keys, state, action, params)
+
+
+def to_box(action: jax.Array, space: Any) -> jax.Array:
+    """`low + (action + 1) / 2 * (high - low)`: actions of [-1, 1]^d onto a Box space's
+    bounds (the agents with bounded continuous policies act in the normalised box)."""
+    low = jnp.asarray(np.asarray(space.low), jnp.float32)
+    high = jnp.asarray(np.asarray(space.high), jnp.float32)
+    return low + 0.5 * (action + 1.0) * (high - low)
 
 
 # --------------------------------------------------------------------------- episode statistics

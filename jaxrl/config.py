@@ -19,6 +19,7 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 from flax import struct
 
@@ -232,3 +233,14 @@ def field_docs(config_cls: type) -> dict[str, str]:
             ):
                 docs[node.target.id] = inspect.cleandoc(nxt.value.value).splitlines()[0]
     return docs
+
+
+def check_same_tree(name: str, expected: Any, given: Any) -> None:
+    """Raises `ConfigError` unless `given` has exactly the structure, shapes and dtypes of
+    `expected` (e.g. warm-start parameters against `jax.eval_shape` of a network's init)."""
+    spec = lambda t: jax.tree.map(lambda x: (tuple(x.shape), str(x.dtype)), t)  # noqa: E731
+    if jax.tree.structure(expected) != jax.tree.structure(given) or spec(expected) != spec(given):
+        raise ConfigError(
+            f"invalid {name}: the given parameters do not match this config's network "
+            f"(expected {spec(expected)}, got {spec(given)})"
+        )

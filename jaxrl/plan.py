@@ -658,7 +658,7 @@ def _plan_compiled(
     state = _with_shardings(abstract, shardings)
     steps = _Steps(algo, state, shardings, mesh, n, compile_steps, pool)
     if not algo.staged:
-        steps.add("update", type(algo).update, driver._agents_update(algo, n), ())
+        steps.add("update", type(algo).update, driver.agents_update(algo, n), ())
     else:
         _staged_steps(algo, run, steps)
     return Plan(
@@ -780,13 +780,13 @@ def _staged_steps(algo: Algorithm, run: driver.RunConfig, steps: _Steps) -> None
         raw, host_state = algo.prepare(host_state)
         inputs = (_host_spec(algo, raw, mesh, n),)
     if cls.collect is not Algorithm.collect:
-        fn = driver._agents_fn(algo.collect, n)
+        fn = driver.agents_fn(algo.collect, n)
         out = jax.eval_shape(fn, steps.state, *inputs)[1]
         steps.add("collect", cls.collect, fn, inputs, _kv_cache_bytes(algo, mesh, out, n))
         collected = jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), out)
     batch, _, _ = algo.process(collected, host_state)
     batch_spec = _host_spec(algo, batch, mesh, n)
-    steps.add("learn", cls.learn, driver._agents_fn(algo.learn, n), (batch_spec,))
+    steps.add("learn", cls.learn, driver.agents_fn(algo.learn, n), (batch_spec,))
 
 
 def _host_spec(algo: Algorithm, batch: Any, mesh: Any, n: int) -> Any:

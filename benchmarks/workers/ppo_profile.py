@@ -98,7 +98,7 @@ def run_jaxrl(args: dict) -> dict:
     import jaxrl  # noqa: F401
     from jaxrl.algorithms.ppo import train as ppo_train
     from jaxrl.algorithms.ppo.config import PPOConfig
-    from jaxrl.training.driver import _agents_update
+    from jaxrl.training.driver import agents_update
 
     seeds = int(args.get("seeds", 64))
     iters = int(args.get("iters", 20))
@@ -107,7 +107,7 @@ def run_jaxrl(args: dict) -> dict:
     keys = jax.random.split(jax.random.key(0), seeds)
     hparams = jax.tree.map(lambda *xs: jnp.stack(xs), *[algo.hyperparams() for _ in range(seeds)])
     state = jax.jit(jax.vmap(algo.init))(keys, hparams)
-    update = _agents_update(algo, seeds)  # what the driver runs (unbatched for one seed)
+    update = agents_update(algo, seeds)  # what the driver runs (unbatched for one seed)
     rollout = jax.vmap(lambda s: algo._rollout(s)[:2])  # keep the transitions live
     return {
         "lib": "jaxrl",

@@ -314,13 +314,7 @@ class OffPolicy(Algorithm):
         c = self.config
         state, finished = jax.lax.scan(self._env_step, state, None, length=c.train_frequency)
         learning = (state.update_step + 1) * self.steps_per_update >= c.learning_starts
-        learn_shapes = jax.eval_shape(self._learn_phase, state)[1]
-        state, metrics = jax.lax.cond(
-            learning,
-            self._learn_phase,
-            lambda s: (s, jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), learn_shapes)),
-            state,
-        )
+        state, metrics = learn_when(learning, self._learn_phase, state)
         metrics = {**metrics, **acting.episode_metrics(finished)}
         return state.replace(update_step=state.update_step + 1), metrics
 
@@ -413,6 +407,14 @@ class OffPolicy(Algorithm):
                 f"invalid prioritised=True: {self.name} computes no per-sample priorities; "
                 "use prioritised=False"
             )
+
+
+def learn_when(ready: jax.Array, learn_phase: Any, state: Any) -> tuple[Any, dict[str, jax.Array]]:
+    """`learn_phase(state)` once `ready` (e.g. enough steps stored to sample from), else the
+    state unchanged and zeros shaped like the phase's metrics (Dreamer uses it too)."""
+    shapes = jax.eval_shape(learn_phase, state)[1]
+    skip = lambda s: (s, jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), shapes))  # noqa: E731
+    return jax.lax.cond(ready, learn_phase, skip, state)
 
 
 def _expand_like(flag: jax.Array, num_envs: int, action_kind: str) -> jax.Array:

@@ -430,7 +430,7 @@ class _StopSignals:
 
 
 # ---------------------------------------------------------------------------- steps
-def _agents_fn(fn: Callable, num_agents: int) -> Callable:
+def agents_fn(fn: Callable, num_agents: int) -> Callable:
     """`fn` over the leading agent axis of all its arguments: `vmap` for several
     agents, a plain call for one. On CPU, XLA's kernels for batched matmuls with a
     batch of one are slower than the plain ones (measured 1.4x per update for PPO),
@@ -445,9 +445,9 @@ def _agents_fn(fn: Callable, num_agents: int) -> Callable:
     return single
 
 
-def _agents_update(algo: Algorithm, num_agents: int) -> Callable:
+def agents_update(algo: Algorithm, num_agents: int) -> Callable:
     """The fused `update` over the agent axis (also used by the benchmark workers)."""
-    return _agents_fn(algo.update, num_agents)
+    return agents_fn(algo.update, num_agents)
 
 
 def _spec(tree: Any) -> Any:
@@ -462,7 +462,7 @@ class _FusedStepper:
     """K `update`s as one compiled program (`lax.scan`), one program per chunk length."""
 
     def __init__(self, algo, num_agents, mesh, shardings, compile_clock):
-        self.update = _agents_update(algo, num_agents)
+        self.update = agents_update(algo, num_agents)
         self.shardings, self.replicated = shardings, mesh_lib.replicated(mesh)
         self.compile_clock = compile_clock
         self.programs: dict[int, Any] = {}
@@ -516,7 +516,7 @@ class _StagedStepper:
                 in_shardings, specs = (*in_shardings, self.input_shardings), (*specs, input_spec)
             self.collect_fn = (
                 jax.jit(
-                    _agents_fn(self.algo.collect, self.num_agents),
+                    agents_fn(self.algo.collect, self.num_agents),
                     in_shardings=in_shardings,
                     out_shardings=(self.shardings, self.replicated),
                     donate_argnums=0,
@@ -539,7 +539,7 @@ class _StagedStepper:
             self.batch_shardings, batch_spec = self._host_batch_spec(batch)
             self.learn_fn = (
                 jax.jit(
-                    _agents_fn(self.algo.learn, self.num_agents),
+                    agents_fn(self.algo.learn, self.num_agents),
                     in_shardings=(self.shardings, self.batch_shardings),
                     out_shardings=(self.shardings, self.replicated),
                     donate_argnums=0,

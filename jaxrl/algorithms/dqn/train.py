@@ -31,7 +31,6 @@ from jaxrl import config as cfg
 from jaxrl import envs
 from jaxrl.algorithms import offpolicy
 from jaxrl.algorithms.offpolicy import OffPolicy, OffPolicyState
-from jaxrl.algorithms.ppo.train import _check_same_tree
 from jaxrl.algorithms.qlearning import epsilon_greedy, linear_epsilon, resolve_torso
 from jaxrl.replay.nstep import NStepBatch
 
@@ -100,7 +99,7 @@ class DQN(OffPolicy):
         if params is None:
             params = fresh()
         else:
-            _check_same_tree("params", jax.eval_shape(fresh), params)
+            cfg.check_same_tree("params", jax.eval_shape(fresh), params)
             params = jax.tree.map(jnp.asarray, params)
         opt_state = self._optimizer(hparams).init(params)
         return params, QLearner(target_params=params, opt_state=opt_state)

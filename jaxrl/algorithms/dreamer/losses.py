@@ -68,8 +68,8 @@ def world_model_loss(
         "decoder_loss": decoder.mean(),
         "reward_loss": reward.mean(),
         "cont_loss": cont.mean(),
-        "kl_dyn": dyn.mean(),
-        "kl_rep": rep.mean(),
+        # dyn and rep have the same value (they differ only in where gradients flow).
+        "kl_free_bits": dyn.mean(),
         "kl": tricks.categorical_kl(out["post"], out["prior"]).mean(),
     }
     return loss, (metrics, out)

@@ -30,8 +30,7 @@ from flax import struct
 
 from jaxrl import acting, envs, prng
 from jaxrl import config as cfg
-from jaxrl.algorithms.ppo.train import _check_same_tree
-from jaxrl.algorithms.sac.train import to_box
+from jaxrl.algorithms.offpolicy import learn_when
 from jaxrl.replay import buffer
 from jaxrl.returns import lambda_returns
 from jaxrl.training.contract import Algorithm
@@ -140,7 +139,7 @@ class Dreamer(Algorithm):
         if params is None:
             params = fresh()
         else:
-            _check_same_tree("params", jax.eval_shape(fresh), params)
+            cfg.check_same_tree("params", jax.eval_shape(fresh), params)
             params = jax.tree.map(jnp.asarray, params)
         obs, env_state = acting.reset_envs(self.env, self.env_params, k_env, c.num_envs)
         opt = self._optimizers(hparams)
@@ -220,7 +219,7 @@ class Dreamer(Algorithm):
         return self.to_env_action(action), carry
 
     def to_env_action(self, action: jax.Array) -> jax.Array:
-        return action if self.discrete else to_box(action, self.action_space)
+        return action if self.discrete else acting.to_box(action, self.action_space)
 
     # ------------------------------------------------------------------ the update
     def update(self, state: DreamerState) -> tuple[DreamerState, dict[str, jax.Array]]:
@@ -228,13 +227,7 @@ class Dreamer(Algorithm):
         c = self.config
         state, finished = jax.lax.scan(self._env_step, state, None, length=c.train_every)
         stored = (state.update_step + 1) * self.steps_per_update
-        shapes = jax.eval_shape(self._learn_phase, state)[1]
-        state, metrics = jax.lax.cond(
-            stored >= c.learning_starts,
-            self._learn_phase,
-            lambda s: (s, jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), shapes)),
-            state,
-        )
+        state, metrics = learn_when(stored >= c.learning_starts, self._learn_phase, state)
         metrics = {**metrics, **acting.episode_metrics(finished)}
         return state.replace(update_step=state.update_step + 1), metrics
 
@@ -284,20 +277,26 @@ class Dreamer(Algorithm):
         opt = self._optimizers(hp)
         params, opt_state = dict(state.params), dict(state.opt_state)
 
+        def descend(part: str, objective) -> Any:
+            """One optimiser step of `params[part]` on `objective` (`(loss, aux)`); returns aux."""
+            (_, aux), grads = jax.value_and_grad(objective, has_aux=True)(params[part])
+            updates, opt_state[part] = opt[part].update(grads, opt_state[part], params[part])
+            params[part] = optax.apply_updates(params[part], updates)
+            return aux
+
         # World model (DreamerV3 eq. 3-5).
-        grad_fn = jax.value_and_grad(losses.world_model_loss, argnums=1, has_aux=True)
-        (_, (metrics, posterior)), grads = grad_fn(
-            wm,
-            params["world_model"],
-            batch,
-            k_observe,
-            self.bins,
-            free_nats=c.free_nats,
-            dyn_scale=c.dyn_scale,
-            rep_scale=c.rep_scale,
-        )
-        params["world_model"], opt_state["world_model"] = _apply(
-            opt["world_model"], grads, opt_state["world_model"], params["world_model"]
+        metrics, posterior = descend(
+            "world_model",
+            lambda p: losses.world_model_loss(
+                wm,
+                p,
+                batch,
+                k_observe,
+                self.bins,
+                free_nats=c.free_nats,
+                dyn_scale=c.dyn_scale,
+                rep_scale=c.rep_scale,
+            ),
         )
 
         # Imagination from every posterior state, in the updated (frozen) world model.
@@ -321,12 +320,7 @@ class Dreamer(Algorithm):
                 policy, traj["action"], returns, values[:-1], weights, divisor, hp.entropy_coef
             )
 
-        (_, actor_metrics), grads = jax.value_and_grad(actor_objective, has_aux=True)(
-            params["actor"]
-        )
-        params["actor"], opt_state["actor"] = _apply(
-            opt["actor"], grads, opt_state["actor"], params["actor"]
-        )
+        actor_metrics = descend("actor", actor_objective)
 
         slow_values = tricks.twohot_mean(self.critic.apply(state.slow_critic, features), self.bins)
 
@@ -336,12 +330,7 @@ class Dreamer(Algorithm):
                 logits, returns, slow_values, weights, self.bins, c.slow_critic_coef
             )
 
-        (_, critic_metrics), grads = jax.value_and_grad(critic_objective, has_aux=True)(
-            params["critic"]
-        )
-        params["critic"], opt_state["critic"] = _apply(
-            opt["critic"], grads, opt_state["critic"], params["critic"]
-        )
+        critic_metrics = descend("critic", critic_objective)
         slow_critic = optax.incremental_update(
             params["critic"], state.slow_critic, 1.0 - c.slow_critic_decay
         )
@@ -397,13 +386,6 @@ class Dreamer(Algorithm):
         traj = jax.lax.stop_gradient(traj)
         traj["features"] = jnp.concatenate([traj["features"], jax.lax.stop_gradient(last)], 0)
         return traj
-
-
-def _apply(
-    optimizer: optax.GradientTransformation, grads: Any, opt_state: Any, params: Any
-) -> tuple[Any, Any]:
-    updates, opt_state = optimizer.update(grads, opt_state, params)
-    return optax.apply_updates(params, updates), opt_state
 
 
 def _backbone_options(c: DreamerConfig) -> dict[str, Any]:

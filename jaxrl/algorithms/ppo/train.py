@@ -150,7 +150,7 @@ class PPO(Algorithm):
         if params is None:
             params = fresh()
         else:
-            _check_same_tree("params", jax.eval_shape(fresh), params)
+            cfg.check_same_tree("params", jax.eval_shape(fresh), params)
             params = jax.tree.map(jnp.asarray, params)
         return PPOState(
             params=params,
@@ -476,13 +476,3 @@ def clip_gradients(kind: str, max_grad_norm: jax.Array | float) -> optax.Gradien
     if kind == "per_element":
         return optax.clip(max_grad_norm)
     raise cfg.ConfigError(f"invalid grad_clip={kind!r}: must be one of {list(GRAD_CLIPS)}")
-
-
-def _check_same_tree(name: str, expected: Any, given: Any) -> None:
-    """Warm-start parameters must match the network exactly (structure, shapes, dtypes)."""
-    spec = lambda t: jax.tree.map(lambda x: (tuple(x.shape), str(x.dtype)), t)  # noqa: E731
-    if jax.tree.structure(expected) != jax.tree.structure(given) or spec(expected) != spec(given):
-        raise cfg.ConfigError(
-            f"invalid {name}: the given parameters do not match this config's network "
-            f"(expected {spec(expected)}, got {spec(given)})"
-        )

@@ -23,7 +23,6 @@ from flax import struct
 
 from jaxrl import acting, envs, prng
 from jaxrl import config as cfg
-from jaxrl.algorithms.ppo.train import _check_same_tree
 from jaxrl.algorithms.qlearning import epsilon_greedy, linear_epsilon, resolve_torso
 from jaxrl.training.contract import Algorithm
 
@@ -117,7 +116,7 @@ class PQN(Algorithm):
         if params is None:
             params = fresh()
         else:
-            _check_same_tree("params", jax.eval_shape(fresh), params)
+            cfg.check_same_tree("params", jax.eval_shape(fresh), params)
             params = jax.tree.map(jnp.asarray, params)
         return PQNState(
             params=params,

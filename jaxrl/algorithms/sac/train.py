@@ -28,15 +28,14 @@ from typing import Any
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 from flax import struct
 
 from jaxrl import config as cfg
 from jaxrl import envs, prng
+from jaxrl.acting import to_box
 from jaxrl.algorithms import offpolicy
 from jaxrl.algorithms.offpolicy import OffPolicy, OffPolicyState
-from jaxrl.algorithms.ppo.train import _check_same_tree
 from jaxrl.replay.nstep import NStepBatch
 
 from . import losses
@@ -226,13 +225,6 @@ def critic_update(
     return params, opt_state, loss, q
 
 
-def to_box(action: jax.Array, space: envs.spaces.Box) -> jax.Array:
-    """`low + (action + 1) / 2 * (high - low)`: [-1, 1]^d onto the Box's bounds."""
-    low = jnp.asarray(np.asarray(space.low), jnp.float32)
-    high = jnp.asarray(np.asarray(space.high), jnp.float32)
-    return low + 0.5 * (action + 1.0) * (high - low)
-
-
 def where_due(grad_step: jax.Array, every: int, new: Any, old: Any) -> Any:
     """`new` on every `every`-th gradient step (`grad_step` 0-based), else `old`.
 
@@ -274,7 +266,7 @@ def init_actor_critic(agent: OffPolicy, key: jax.Array, params: Any) -> dict[str
 
     if params is None:
         return fresh()
-    _check_same_tree("params", jax.eval_shape(fresh), params)
+    cfg.check_same_tree("params", jax.eval_shape(fresh), params)
     return jax.tree.map(jnp.asarray, params)
 
 

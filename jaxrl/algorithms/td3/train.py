@@ -27,6 +27,7 @@ from flax import struct
 
 from jaxrl import config as cfg
 from jaxrl import envs, prng
+from jaxrl.acting import to_box
 from jaxrl.algorithms import offpolicy
 from jaxrl.algorithms.offpolicy import OffPolicy, OffPolicyState
 from jaxrl.algorithms.sac.networks import DeterministicActor, TwinQ
@@ -35,7 +36,6 @@ from jaxrl.algorithms.sac.train import (
     adam_update,
     critic_update,
     init_actor_critic,
-    to_box,
     where_due,
 )
 from jaxrl.replay.nstep import NStepBatch
