@@ -11,6 +11,7 @@ from types import ModuleType
 
 _ALGORITHMS = {
     "c51": "jaxrl.algorithms.c51",
+    "dpo": "jaxrl.algorithms.dpo",
     "dqn": "jaxrl.algorithms.dqn",
     "dreamer": "jaxrl.algorithms.dreamer",
     "grpo": "jaxrl.algorithms.grpo",

@@ -12,7 +12,7 @@ losses; everything around them is the same and lives here once:
   parameters and the frozen LoRA base, builds the optimiser, shards states and batches
   by the LM rules (`jaxrl.lm.sharding`), measures held-out greedy exact match and
   exports a model in Hugging Face layout.
-* Pure helpers: `lr_schedule`, `encode_example`, `random_model_config`,
+* Pure helpers: `lr_schedule`, `encode_example`, `encode_rows`, `random_model_config`,
   `resolve_model_dir`, `left_pad`, `agent`.
 
 Subclasses implement the staged step (`process`/`learn`, and for RL `prepare`/`collect`).
@@ -210,7 +210,7 @@ class LMAlgorithm(Algorithm):
 
     def __init__(self, config: LMConfig):
         c = self.config = config.validate()
-        self.task = tasks.make_task(c.task, **{k: getattr(c, k) for k in tasks.knobs(c.task)})
+        self.task = self.make_task(c)
         self.model_dir = resolve_model_dir(c.model) if c.model is not None else None
         if self.model_dir is None:
             alphabet = tasks.BASE_ALPHABET + "".join(
@@ -231,12 +231,52 @@ class LMAlgorithm(Algorithm):
             else None
         )
 
+    def make_task(self, config: LMConfig) -> tasks.Task:
+        """The task `config.task` names, with its knobs from the config. An algorithm whose
+        data comes from elsewhere (DPO's `data` file of preference pairs) overrides it;
+        the character tokenizer's alphabet is the returned task's."""
+        return tasks.make_task(
+            config.task, **{k: getattr(config, k) for k in tasks.knobs(config.task)}
+        )
+
+    def fit_lengths(
+        self, examples: Sequence[tasks.Example], max_len: int | None, source: str
+    ) -> tuple[int, int, int]:
+        """`(row length, longest prompt, longest answer + eos)` in tokens of `examples`
+        (at least as long as any training row); `max_len=None` is the longest row.
+        Raises `ConfigError` when a row does not fit `max_len` or the model's context;
+        `source` says where the examples come from (e.g. "task 'addition'")."""
+        c, context = self.config, self.model.config.max_position_embeddings
+        longest = prompt_len = answer_len = 0
+        for example in examples:
+            prompt, answer = encode_example(self.tokenizer, *example)
+            if len(prompt) + len(answer) > longest:
+                longest, longest_example = len(prompt) + len(answer), example
+            prompt_len, answer_len = max(prompt_len, len(prompt)), max(answer_len, len(answer))
+        row_len = longest if max_len is None else max_len
+        if longest > row_len:
+            raise ConfigError(
+                f"invalid max_len={max_len}: {source} has an example of {longest} tokens "
+                f"(prompt + answer + eos), e.g. {tuple(longest_example)}"
+            )
+        if max(row_len, prompt_len + answer_len) > context:
+            field = "context_len" if self.model_dir is None else "model"
+            raise ConfigError(
+                f"invalid {field}={getattr(c, field)!r}: the model's context is {context} "
+                f"tokens but {source} needs {max(row_len, prompt_len + answer_len)} "
+                f"(max_len={row_len}; e.g. {tuple(longest_example)})"
+            )
+        return row_len, prompt_len, answer_len
+
     # ------------------------------------------------------------------ parameters
     def load_params(self) -> Any:
-        """The `model` directory's weights as host arrays (None for a random model)."""
+        """The `model` directory's weights as host arrays (None for a random model); a
+        model with a value head (a reward model) gets a zero one if the directory has none."""
         if self.model_dir is None:
             return None
-        _, params = from_pretrained(self.model_dir, dtype=self.config.dtype)
+        _, params = from_pretrained(
+            self.model_dir, dtype=self.config.dtype, value_head=self.model.config.value_head
+        )
         return jax.device_get(params)
 
     def init_model(self, key: jax.Array, params: Any = None) -> tuple[Any, Any]:
@@ -415,6 +455,25 @@ def encode_example(tokenizer: Tokenizer, prompt: str, answer: str) -> tuple[list
         prompt_ids = tokenizer.encode(prompt)
         answer_ids = tokenizer.encode(answer, add_special_tokens=False)
     return prompt_ids, [*answer_ids, tokenizer.eos_id]
+
+
+def encode_rows(
+    tokenizer: Tokenizer, examples: Sequence[tasks.Example], max_len: int
+) -> dict[str, np.ndarray]:
+    """Right-padded `prompt + answer + eos` rows of teacher forcing: `tokens` int32,
+    `mask` (real tokens) and `loss_mask` (answer and eos tokens) bool, each
+    (len(examples), max_len)."""
+    shape = (len(examples), max_len)
+    tokens = np.full(shape, tokenizer.pad_id, np.int32)
+    mask = np.zeros(shape, bool)
+    loss_mask = np.zeros(shape, bool)
+    for row, example in enumerate(examples):
+        prompt, answer = encode_example(tokenizer, *example)
+        end = len(prompt) + len(answer)
+        tokens[row, :end] = prompt + answer
+        mask[row, :end] = True
+        loss_mask[row, len(prompt) : end] = True
+    return {"tokens": tokens, "mask": mask, "loss_mask": loss_mask}
 
 
 def random_model_config(config: LMConfig, vocab_size: int) -> ModelConfig:

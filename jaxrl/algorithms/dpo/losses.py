@@ -6,7 +6,15 @@ the frozen reference), from `sequence_logprobs` over `jaxrl.lm.sampling.token_lo
 and a completion mask. Every loss returns the per-pair loss (to average over the whole
 batch, so gradient accumulation stays exact) and metrics: the mean implicit reward of
 the chosen and rejected completions, the reward accuracy (how often the chosen one
-scores higher) and the mean reward margin. `preference_loss` selects one by name (the
+scores higher, a tie counting half: a policy equal to its reference scores 0.5, as a
+coin would) and the mean reward margin. The logistic losses (DPO, SimPO, Bradley-Terry)
+take a `label_smoothing` epsilon: the preference label is taken to be flipped with
+probability epsilon (conservative DPO, Mitchell 2023, "A note on DPO with noisy
+preferences"), so
+
+    L = -(1 - eps) log sigmoid(z) - eps log sigmoid(-z)
+
+which no longer drives the margin z to infinity. `preference_loss` selects one by name (the
 `preference_loss` config field).
 
 What does not live here: the data pipeline and the trainer.
@@ -40,12 +48,24 @@ def sequence_logprobs(logp: Array, mask: Array) -> tuple[Array, Array]:
 
 
 def _metrics(reward_chosen: Array, reward_rejected: Array) -> dict[str, Array]:
+    """Means over the pairs; the accuracy counts a tie as half a correct ranking."""
+    wins = jnp.where(reward_chosen > reward_rejected, 1.0, 0.0)
+    wins = jnp.where(reward_chosen == reward_rejected, 0.5, wins)
     return {
         "reward_chosen": jnp.mean(reward_chosen),
         "reward_rejected": jnp.mean(reward_rejected),
-        "reward_accuracy": jnp.mean((reward_chosen > reward_rejected).astype(jnp.float32)),
+        "reward_accuracy": jnp.mean(wins),
         "reward_margin": jnp.mean(reward_chosen - reward_rejected),
     }
+
+
+def logistic_preference_loss(margin: Array, label_smoothing: Scalar = 0.0) -> Array:
+    """-(1 - eps) log sigmoid(z) - eps log sigmoid(-z) of the margin z (see the module
+    docstring); eps = 0 is the plain Bradley-Terry negative log-likelihood."""
+    loss = -jax.nn.log_sigmoid(margin)
+    if isinstance(label_smoothing, (int, float)) and label_smoothing == 0:
+        return loss
+    return (1.0 - label_smoothing) * loss - label_smoothing * jax.nn.log_sigmoid(-margin)
 
 
 def _check_beta(beta: Scalar) -> None:
@@ -59,6 +79,7 @@ def dpo_loss(
     ref_chosen: Array,
     ref_rejected: Array,
     beta: Scalar,
+    label_smoothing: Scalar = 0.0,
 ) -> tuple[Array, dict[str, Array]]:
     """Direct Preference Optimization (Rafailov et al. 2023, eq. 7).
 
@@ -66,12 +87,13 @@ def dpo_loss(
         L = -log sigmoid(u_w - u_l)
 
     u is the implicit reward of the policy (eq. 5), reported as `reward_chosen` and
-    `reward_rejected`. Uses `jax.nn.log_sigmoid`, stable for large margins.
+    `reward_rejected`. Uses `jax.nn.log_sigmoid`, stable for large margins. With
+    `label_smoothing` eps > 0, conservative DPO (see the module docstring).
     """
     _check_beta(beta)
     reward_chosen = beta * (policy_chosen - ref_chosen)
     reward_rejected = beta * (policy_rejected - ref_rejected)
-    loss = -jax.nn.log_sigmoid(reward_chosen - reward_rejected)
+    loss = logistic_preference_loss(reward_chosen - reward_rejected, label_smoothing)
     return loss, _metrics(
         jax.lax.stop_gradient(reward_chosen), jax.lax.stop_gradient(reward_rejected)
     )
@@ -112,6 +134,7 @@ def simpo_loss(
     rejected_length: Array,
     beta: Scalar,
     gamma: Scalar,
+    label_smoothing: Scalar = 0.0,
 ) -> tuple[Array, dict[str, Array]]:
     """SimPO (Meng et al. 2024, "SimPO: simple preference optimization with a
     reference-free reward"): a length-normalised reward and a target margin, no
@@ -122,12 +145,12 @@ def simpo_loss(
 
     `gamma` is the paper's margin itself; TRL's CPO trainer takes the ratio gamma/beta
     (`simpo_gamma`), so TRL's value v corresponds to gamma = beta v here. Lengths are
-    clamped below at 1 token.
+    clamped below at 1 token. `label_smoothing` as DPO's.
     """
     _check_beta(beta)
     reward_chosen = beta * policy_chosen / jnp.maximum(chosen_length, 1.0)
     reward_rejected = beta * policy_rejected / jnp.maximum(rejected_length, 1.0)
-    loss = -jax.nn.log_sigmoid(reward_chosen - reward_rejected - gamma)
+    loss = logistic_preference_loss(reward_chosen - reward_rejected - gamma, label_smoothing)
     return loss, _metrics(
         jax.lax.stop_gradient(reward_chosen), jax.lax.stop_gradient(reward_rejected)
     )
@@ -144,9 +167,11 @@ def preference_loss(
     chosen_length: Array | None = None,
     rejected_length: Array | None = None,
     gamma: Scalar = 0.0,
+    label_smoothing: Scalar = 0.0,
 ) -> tuple[Array, dict[str, Array]]:
     """The preference loss `name` (config field `preference_loss`): `dpo` and `ipo` need the
-    reference log-probs, `simpo` the completion lengths and its margin `gamma`.
+    reference log-probs, `simpo` the completion lengths and its margin `gamma`;
+    `label_smoothing` applies to the logistic losses (`dpo`, `simpo`), not to `ipo`.
 
     Returns `(per_pair_loss (batch,), metrics)`.
     """
@@ -155,19 +180,26 @@ def preference_loss(
         if chosen_length is None or rejected_length is None:
             raise ConfigError("preference_loss='simpo' needs chosen_length and rejected_length")
         return simpo_loss(
-            policy_chosen, policy_rejected, chosen_length, rejected_length, beta, gamma
+            policy_chosen,
+            policy_rejected,
+            chosen_length,
+            rejected_length,
+            beta,
+            gamma,
+            label_smoothing,
         )
     if ref_chosen is None or ref_rejected is None:
         raise ConfigError(
             f"preference_loss={name!r} needs the reference model's log-probs "
             "(ref_chosen and ref_rejected)"
         )
-    loss_fn = dpo_loss if name == "dpo" else ipo_loss
-    return loss_fn(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta)
+    if name == "ipo":
+        return ipo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta)
+    return dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta, label_smoothing)
 
 
 def bradley_terry_loss(
-    reward_chosen: Array, reward_rejected: Array
+    reward_chosen: Array, reward_rejected: Array, label_smoothing: Scalar = 0.0
 ) -> tuple[Array, dict[str, Array]]:
     """Reward-model loss under the Bradley-Terry model (Bradley & Terry 1952; Ouyang et al.
     2022, eq. 1): P(y_w > y_l) = sigmoid(r_w - r_l), so
@@ -176,9 +208,9 @@ def bradley_terry_loss(
 
     on the scalar rewards of a value head (e.g. at each completion's last token).
     Returns `(per_pair_loss (batch,), metrics)` with the accuracy and margin of the
-    rewards themselves.
+    rewards themselves. `label_smoothing` as DPO's.
     """
-    loss = -jax.nn.log_sigmoid(reward_chosen - reward_rejected)
+    loss = logistic_preference_loss(reward_chosen - reward_rejected, label_smoothing)
     return loss, _metrics(
         jax.lax.stop_gradient(reward_chosen), jax.lax.stop_gradient(reward_rejected)
     )

@@ -37,9 +37,9 @@ from jaxrl.algorithms.lm_common import (
     LMAlgorithm,
     agent,
     encode_example,
+    encode_rows,
     lr_schedule,
 )
-from jaxrl.config import ConfigError
 from jaxrl.lm import token_logprobs
 
 from . import losses
@@ -78,27 +78,8 @@ class SFT(LMAlgorithm):
     def _check_lengths(self) -> tuple[int, int, int]:
         """(row length, longest prompt, longest answer + eos) in tokens; raises
         `ConfigError` when an example does not fit `max_len` or the model's context."""
-        c, context = self.config, self.model.config.max_position_embeddings
-        longest = prompt_len = answer_len = 0
-        for example in self.task.longest_examples():
-            prompt, answer = encode_example(self.tokenizer, *example)
-            if len(prompt) + len(answer) > longest:
-                longest, longest_example = len(prompt) + len(answer), example
-            prompt_len, answer_len = max(prompt_len, len(prompt)), max(answer_len, len(answer))
-        max_len = longest if c.max_len is None else c.max_len
-        if longest > max_len:
-            raise ConfigError(
-                f"invalid max_len={c.max_len}: task {c.task!r} has an example of {longest} "
-                f"tokens (prompt + answer + eos), e.g. {tuple(longest_example)}"
-            )
-        if max(max_len, prompt_len + answer_len) > context:
-            field = "context_len" if self.model_dir is None else "model"
-            raise ConfigError(
-                f"invalid {field}={getattr(c, field)!r}: the model's context is {context} "
-                f"tokens but task {c.task!r} needs {max(max_len, prompt_len + answer_len)} "
-                f"(max_len={max_len}; e.g. {tuple(longest_example)})"
-            )
-        return max_len, prompt_len, answer_len
+        c = self.config
+        return self.fit_lengths(self.task.longest_examples(), c.max_len, f"task {c.task!r}")
 
     def hyperparams(self, **overrides: float) -> Any:
         """Sweepable hyperparameters of this config, with optional overrides."""
@@ -141,17 +122,7 @@ class SFT(LMAlgorithm):
     def encode_batch(self, examples: Sequence[tasks.Example]) -> dict[str, np.ndarray]:
         """Right-padded `prompt + answer + eos` rows: `tokens` int32, `mask` (real tokens)
         and `loss_mask` (answer and eos tokens) bool, each (len(examples), max_len)."""
-        shape = (len(examples), self.max_len)
-        tokens = np.full(shape, self.tokenizer.pad_id, np.int32)
-        mask = np.zeros(shape, bool)
-        loss_mask = np.zeros(shape, bool)
-        for row, example in enumerate(examples):
-            prompt, answer = encode_example(self.tokenizer, *example)
-            end = len(prompt) + len(answer)
-            tokens[row, :end] = prompt + answer
-            mask[row, :end] = True
-            loss_mask[row, len(prompt) : end] = True
-        return {"tokens": tokens, "mask": mask, "loss_mask": loss_mask}
+        return encode_rows(self.tokenizer, examples, self.max_len)
 
     def learn(self, state: SFTState, batch: dict[str, jax.Array]) -> tuple[SFTState, dict]:
         """One optimiser step on the batch's masked token cross-entropy (one agent)."""
