@@ -16,6 +16,7 @@ _ALGORITHMS = {
     "dreamer": "jaxrl.algorithms.dreamer",
     "grpo": "jaxrl.algorithms.grpo",
     "ppo": "jaxrl.algorithms.ppo",
+    "ppo-lm": "jaxrl.algorithms.ppo_lm",
     "pqn": "jaxrl.algorithms.pqn",
     "sac": "jaxrl.algorithms.sac",
     "sft": "jaxrl.algorithms.sft",

@@ -22,7 +22,7 @@ from . import losses
 # Numeric hyperparameters that may differ across a vmapped sweep (float32 state leaves).
 SWEEPABLE = ("lr", "weight_decay", "max_grad_norm", "eps_low", "eps_high", "kl_coef", "ent_coef")
 # Estimators a GRPO run can use: the group estimators and REINFORCE++. `gae` needs a
-# trained value head (PPO with a critic), which this trainer does not train.
+# learned critic: `jaxrl train ppo-lm` (jaxrl/algorithms/ppo_lm) trains one.
 ADVANTAGES = ("grpo", "dr_grpo", "rloo", "reinforce_pp")
 
 
@@ -101,6 +101,10 @@ class GRPOConfig(LMConfig):
     eval_samples: int = 8
     """Completions per held-out prompt for pass@k (k = 1 .. eval_samples)."""
 
+    # The `advantage` names this config accepts (a subclass with a critic changes it);
+    # a class attribute, not a field (no annotation).
+    ADVANTAGE_CHOICES = ADVANTAGES
+
     @property
     def completions_per_update(self) -> int:
         return self.num_prompts * self.group_size
@@ -126,7 +130,7 @@ class GRPOConfig(LMConfig):
             self.max_new_tokens,
             "None or >= 1",
         )
-        cfg.check_choice(self, "advantage", ADVANTAGES)
+        cfg.check_choice(self, "advantage", self.ADVANTAGE_CHOICES)
         losses.validate_advantage(self.advantage, self.group_size)
         cfg.check_choice(self, "policy_loss", losses.POLICY_LOSSES)
         cfg.check_choice(self, "loss_agg", losses.LOSS_AGGS)

@@ -294,7 +294,12 @@ class GRPO(LMAlgorithm):
 
     # ------------------------------------------------------------------ phase 3: learning
     def learn(self, state: GRPOState, batch: dict[str, jax.Array]) -> tuple[GRPOState, dict]:
-        """Advantages, then `num_epochs` x `num_minibatches` optimiser steps (one agent)."""
+        """Advantages, then `num_epochs` x `num_minibatches` optimiser steps (one agent).
+
+        The loop is written once; an algorithm that trains more than the policy (PPO-LM's
+        critic, `jaxrl/algorithms/ppo_lm`) overrides the hooks below it: `_advantages`
+        (the learning data), `_learner`/`_with_learner` (what is trained),
+        `_optimizer_step`, `_normaliser` and `_loss`."""
         c, hp = self.config, state.hparams
         cmask = batch["completion_mask"].astype(jnp.float32)
         token_rewards = losses.outcome_token_rewards(batch["rewards"], cmask)
@@ -302,25 +307,23 @@ class GRPO(LMAlgorithm):
             token_rewards = losses.kl_penalised_rewards(
                 token_rewards, batch["old_logp"], batch["ref_logp"], cmask, c.kl, hp.kl_coef
             )
-        advantages, _ = losses.compute_advantages(
-            c.advantage, token_rewards, cmask, group_size=c.group_size
-        )
+        fields, metrics = self._advantages(state, batch, token_rewards, cmask)
         loss_mask = cmask
         if c.entropy_top_fraction < 1:  # ranked over the whole update, before minibatching
             loss_mask = cmask * losses.high_entropy_mask(
                 batch["old_entropy"], cmask, c.entropy_top_fraction
             )
-        data = {**batch, "advantages": advantages, "loss_mask": loss_mask}
+        data = {**batch, **fields, "loss_mask": loss_mask}
         lr_scale = self.lr_scale(state.update_step)
-        optimizer = self.optimizer(hp, lr_scale)
         rows = c.completions_per_update
 
         def minibatch_step(carry, minibatch):
-            params, opt_state = carry
-            grads, stats = self._accumulated_grads(params, state, minibatch)
-            updates, opt_state = optimizer.update(grads, opt_state, params)
-            stats["grad_norm"] = optax.tree.norm(grads)
-            return (optax.apply_updates(params, updates), opt_state), stats
+            learner, opt_state = carry
+            grads, stats = self._accumulated_grads(learner, state, minibatch)
+            learner, opt_state, step_stats = self._optimizer_step(
+                learner, opt_state, grads, hp, lr_scale
+            )
+            return (learner, opt_state), {**stats, **step_stats}
 
         def epoch(carry, key):
             order = jax.random.permutation(key, rows)
@@ -331,10 +334,10 @@ class GRPO(LMAlgorithm):
             return jax.lax.scan(minibatch_step, carry, minibatches)
 
         key, k_epochs = prng.split(state.key)
-        (params, opt_state), stats = jax.lax.scan(
-            epoch, (state.params, state.opt_state), prng.split(k_epochs, c.num_epochs)
+        (learner, opt_state), stats = jax.lax.scan(
+            epoch, self._learner(state), prng.split(k_epochs, c.num_epochs)
         )
-        metrics = {name: value.mean() for name, value in stats.items()}
+        metrics.update({name: value.mean() for name, value in stats.items()})
         completion_tokens = jnp.sum(cmask)
         metrics.update(
             tokens=completion_tokens * c.num_epochs,
@@ -342,16 +345,48 @@ class GRPO(LMAlgorithm):
             logp_gap=jnp.sum(jnp.abs(batch["sampler_logp"] - batch["old_logp"]) * cmask)
             / jnp.maximum(completion_tokens, 1.0),
         )
-        state = state.replace(
-            params=params, opt_state=opt_state, key=key, update_step=state.update_step + 1
+        state = self._with_learner(state, learner, opt_state)
+        return state.replace(key=key, update_step=state.update_step + 1), metrics
+
+    def _advantages(
+        self, state: GRPOState, batch: dict[str, jax.Array], token_rewards, cmask
+    ) -> tuple[dict[str, jax.Array], dict[str, jax.Array]]:
+        """`(fields, metrics)`: the per-row arrays the loss needs besides the batch (here
+        `advantages`, from the rewards alone) and metrics of the whole update."""
+        del state, batch
+        advantages, _ = losses.compute_advantages(
+            self.config.advantage, token_rewards, cmask, group_size=self.config.group_size
         )
-        return state, metrics
+        return {"advantages": advantages}, {}
+
+    def _learner(self, state: GRPOState) -> tuple[Any, Any]:
+        """`(trained pytree, its optimiser state)`, the carry of the epochs: the policy."""
+        return state.params, state.opt_state
+
+    def _with_learner(self, state: GRPOState, learner: Any, opt_state: Any) -> GRPOState:
+        """`state` holding the trained pytree and optimiser state after the epochs."""
+        return state.replace(params=learner, opt_state=opt_state)
+
+    def _optimizer_step(self, learner, opt_state, grads, hp, lr_scale):
+        """One AdamW step on a minibatch's gradient: `(learner, opt_state, metrics)`."""
+        updates, opt_state = self.optimizer(hp, lr_scale).update(grads, opt_state, learner)
+        grad_norm = optax.tree.norm(grads)
+        return optax.apply_updates(learner, updates), opt_state, {"grad_norm": grad_norm}
+
+    def _normaliser(self, minibatch: dict[str, jax.Array]) -> Any:
+        """The loss denominator(s) of a minibatch, from all of its rows, so every
+        micro-batch's `_loss` divides by the same (`losses.loss_normaliser`)."""
+        return losses.loss_normaliser(minibatch["loss_mask"], self.config.loss_agg)
+
+    # Metrics of `_loss` that are a micro-batch's share of the minibatch's (summed over
+    # micro-batches); the others are averaged.
+    summed_loss_metrics: tuple[str, ...] = ("loss",)
 
     def _accumulated_grads(self, params, state: GRPOState, minibatch: dict[str, jax.Array]):
         """Gradient of one minibatch's loss, summed over `micro_batches` slices that each
         use the whole minibatch's normaliser (so the sum is the minibatch's gradient)."""
         c = self.config
-        normaliser = losses.loss_normaliser(minibatch["loss_mask"], c.loss_agg)
+        normaliser = self._normaliser(minibatch)
         micro = jax.tree.map(lambda x: x.reshape(c.micro_batches, -1, *x.shape[1:]), minibatch)
         grad_fn = jax.grad(self._loss, has_aux=True)
 
@@ -362,7 +397,8 @@ class GRPO(LMAlgorithm):
         zeros = jax.tree.map(jnp.zeros_like, params)
         grads, stats = jax.lax.scan(step, zeros, micro)
         stats = {
-            name: value.sum() if name == "loss" else value.mean() for name, value in stats.items()
+            name: value.sum() if name in self.summed_loss_metrics else value.mean()
+            for name, value in stats.items()
         }
         return grads, stats
 

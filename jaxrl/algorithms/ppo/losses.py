@@ -39,6 +39,30 @@ def ratio_diagnostics(
     }
 
 
+def value_error(
+    value: jax.Array,
+    old_value: jax.Array,
+    returns: jax.Array,
+    clip_eps: jax.Array | float,
+    clip: bool,
+) -> tuple[jax.Array, jax.Array]:
+    """Per-element 0.5 (V - R)^2, or with clipping 0.5 max((V - R)^2, (V_clip - R)^2).
+
+    V_clip = V_old + clip(V - V_old, -eps, eps): the value-clipping variant of
+    OpenAI baselines' PPO2, as in PureJaxRL and CleanRL (and verl's and OpenRLHF's
+    critics for language models). Returns `(loss, clipped)`, both shaped like `value`;
+    `clipped` (bool) marks where the clipped term is the larger one, so the gradient
+    there is 0 (all False without clipping). Reduce it with the caller's mean: `value_loss`
+    here, a masked token aggregation in `jaxrl/algorithms/ppo_lm`.
+    """
+    unclipped = (value - returns) ** 2
+    if not clip:
+        return 0.5 * unclipped, jnp.zeros(value.shape, bool)
+    value_clipped = old_value + jnp.clip(value - old_value, -clip_eps, clip_eps)
+    clipped_error = (value_clipped - returns) ** 2
+    return 0.5 * jnp.maximum(unclipped, clipped_error), clipped_error > unclipped
+
+
 def value_loss(
     value: jax.Array,
     old_value: jax.Array,
@@ -46,16 +70,9 @@ def value_loss(
     clip_eps: jax.Array | float,
     clip: bool,
 ) -> jax.Array:
-    """0.5 E[(V - R)^2], or with clipping 0.5 E[max((V - R)^2, (V_clip - R)^2)].
-
-    V_clip = V_old + clip(V - V_old, -eps, eps): the value-clipping variant of
-    OpenAI baselines' PPO2, as in PureJaxRL and CleanRL.
-    """
-    unclipped = (value - returns) ** 2
-    if not clip:
-        return 0.5 * unclipped.mean()
-    value_clipped = old_value + jnp.clip(value - old_value, -clip_eps, clip_eps)
-    return 0.5 * jnp.maximum(unclipped, (value_clipped - returns) ** 2).mean()
+    """0.5 E[(V - R)^2], or with clipping 0.5 E[max((V - R)^2, (V_clip - R)^2)]: the
+    mean of `value_error`."""
+    return value_error(value, old_value, returns, clip_eps, clip)[0].mean()
 
 
 def ppo_loss(
