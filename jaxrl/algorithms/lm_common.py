@@ -79,13 +79,14 @@ class LMConfig:
 
     # -- data
     task: str = "addition"
-    """Task: addition, countdown, strings or jsonl:PATH (see `jaxrl/tasks/`)."""
+    """Task: addition, countdown, strings, jsonl:PATH, or the multi-turn addition_retry
+    and guess (see `jaxrl/tasks/`)."""
     digits: int = 3
     """Addition: digits of each operand (the difficulty knob)."""
     numbers: int = 3
     """Countdown: how many numbers the expression must use, each exactly once."""
     max_number: int = 25
-    """Countdown: the largest given number."""
+    """Countdown: the largest given number; guess: the largest hidden number."""
     max_target: int = 999
     """Countdown: the largest target."""
     depth: int = 1

@@ -9,6 +9,10 @@ for `jsonl`).
 Adding a task: write `jaxrl/tasks/<name>.py` with a `Task` subclass, a `KNOBS` dict of
 its keyword options and their defaults, and `make(arg, **knobs)`; add one line to
 `_TASKS` below.
+
+Multi-turn tasks (`multiturn.MultiTurnTask`: the model and an environment take turns,
+with turn-level rewards) are tasks too; their module sets `MULTI_TURN = True`, which
+`is_multi_turn` reads, so an algorithm can tell before it builds one.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ from .base import BASE_ALPHABET, Example, Task, exact_match
 
 _TASKS = {
     "addition": "jaxrl.tasks.addition",
+    "addition_retry": "jaxrl.tasks.multiturn",
     "countdown": "jaxrl.tasks.countdown",
+    "guess": "jaxrl.tasks.guess",
     "jsonl": "jaxrl.tasks.jsonl",
     "strings": "jaxrl.tasks.strings",
 }
@@ -49,6 +55,11 @@ def knobs(spec: str) -> dict[str, Any]:
     return dict(_module(spec)[0].KNOBS)
 
 
+def is_multi_turn(spec: str) -> bool:
+    """Whether the task named in `spec` is played over several turns (`MultiTurnTask`)."""
+    return bool(getattr(_module(spec)[0], "MULTI_TURN", False))
+
+
 def make_task(spec: str, **options: Any) -> Task:
     """The task `spec` names (`"addition"`, `"jsonl:PATH"`), with its keyword options.
 
@@ -66,4 +77,13 @@ def make_task(spec: str, **options: Any) -> Task:
     return module.make(arg, **options)
 
 
-__all__ = ["BASE_ALPHABET", "Example", "Task", "exact_match", "knobs", "make_task", "names"]
+__all__ = [
+    "BASE_ALPHABET",
+    "Example",
+    "Task",
+    "exact_match",
+    "is_multi_turn",
+    "knobs",
+    "make_task",
+    "names",
+]

@@ -18,6 +18,8 @@ Attributes:
                        options given in steps (`checkpoint_every`, `log_every`) count it.
     steps_per_update   progress units one update makes, per agent.
     num_updates        updates in the whole run.
+    max_rounds         staged with `respond` only: the most `collect` rounds one update
+                       may run (a guard; the driver raises if `respond` asks for more).
 
 Methods:
     hyperparams(**overrides) -> HyperParams
@@ -41,6 +43,15 @@ and **one** of two kinds of step:
   When the device phase needs host data first (GRPO's prompts come from a task
   on the host), an optional `prepare(host_state) -> (inputs, host_state)` runs on
   the host before it, and `collect(state, inputs)` receives them.
+  **Rounds** (multi-turn episodes: an environment in Python answers between model
+  turns): an optional `respond(collected, host_state) -> (inputs | None, host_state)`
+  runs on the host after every `collect`; when it returns inputs, the driver calls
+  `collect(state, inputs)` again (the same compiled program: the inputs keep the
+  shapes `prepare` gave), up to `max_rounds` collects per update; when it returns
+  None, `process` receives the last round's `collected` (the algorithm records what
+  it needs of earlier rounds in `respond`). All rounds are inside one update, so
+  chunks, checkpoints and resume are unchanged; `respond` must be a deterministic
+  function of its arguments (and of what `prepare` drew) for resume to be exact.
 
 `metrics` maps names to scalars (per agent). Names starting with `episode_` are
 averaged weighted by the `episodes` count when an algorithm reports one; a
@@ -118,6 +129,7 @@ class Algorithm:
     progress_unit: str = "env_steps"
     steps_per_update: int
     num_updates: int
+    max_rounds: int = 1
 
     # State fields with a per-environment axis right after the agent axis (default sharding).
     ENV_FIELDS: ClassVar[tuple[str, ...]] = ()
@@ -152,6 +164,18 @@ class Algorithm:
         `inputs` (numpy, leading agent axis, fixed shapes) go to `collect(state, inputs)`,
         sharded by `batch_sharding`. Override it together with a two-argument `collect`."""
         raise NotImplementedError(f"{type(self).__name__} has no prepare phase")
+
+    def respond(self, collected: Any, host_state: Any) -> tuple[Any | None, Any]:
+        """Staged step, between rounds (host Python, optional): `(inputs, host_state)`.
+
+        Called after every `collect` with its output (numpy, leading agent axis). Return
+        the next round's inputs for `collect(state, inputs)` (the shapes and dtypes of
+        `prepare`'s, so one compiled program serves every round) to run another round,
+        or None to go on to `process`, which gets the last round's output. At most
+        `max_rounds` collects per update. Multi-turn episodes use it: the environment's
+        reply to the model's turn becomes the next turn's context.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no respond phase")
 
     def process(self, collected: Any, host_state: Any) -> tuple[Any, Any, Mapping[str, Any]]:
         """Staged step, phase 2 (host Python): `(batch, host_state, host_metrics)`.
@@ -250,3 +274,12 @@ def check_algorithm(algo: Any) -> None:
     cls = type(algo)
     if cls.prepare is not Algorithm.prepare and cls.collect is Algorithm.collect:
         raise TypeError(f"{cls.__name__} has a prepare phase but no collect to feed")
+    if cls.respond is not Algorithm.respond:
+        if cls.prepare is Algorithm.prepare:
+            raise TypeError(
+                f"{cls.__name__} has a respond phase but no prepare: respond's inputs go to "
+                "collect(state, inputs), whose first inputs prepare makes"
+            )
+        rounds = algo.max_rounds
+        if not (isinstance(rounds, int) and not isinstance(rounds, bool) and rounds >= 1):
+            raise TypeError(f"{cls.__name__}.max_rounds={rounds!r}: must be an integer >= 1")

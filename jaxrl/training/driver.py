@@ -10,7 +10,8 @@ and tells this story:
     resume   : restore the newest intact checkpoint (state, host state), or fail clearly
     repeat   : run one chunk of K updates
                  fused : one compiled program, lax.scan of K `update`s
-                 staged: K x (jit collect -> host process -> jit learn)
+                 staged: K x ([host prepare ->] jit collect [-> host respond ->
+                         jit collect ...] -> host process -> jit learn)
                host: NaN check, metrics.jsonl, progress, TensorBoard, checkpoint,
                and a clean stop on SIGINT/SIGTERM (checkpoint first)
     summary.json (+ algo.finish(...))
@@ -458,6 +459,11 @@ def _to_host(metrics: Any) -> dict[str, np.ndarray]:
     return {k: np.asarray(v) for k, v in metrics.items()}
 
 
+def _shapes(tree: Any) -> Any:
+    """The (shape, dtype) of every leaf of a host pytree, as a comparable pytree."""
+    return jax.tree.map(lambda x: (tuple(np.shape(x)), str(np.asarray(x).dtype)), tree)
+
+
 class _FusedStepper:
     """K `update`s as one compiled program (`lax.scan`), one program per chunk length."""
 
@@ -495,9 +501,11 @@ class _FusedStepper:
 
 
 class _StagedStepper:
-    """K x ([host `prepare` ->] jit `collect` -> host `process` -> jit `learn`); each
-    jitted phase compiled once, for the shapes of the first inputs and batch (`prepare`
-    and `process` must keep them fixed)."""
+    """K x ([host `prepare` ->] jit `collect` [-> host `respond` -> jit `collect` ...] ->
+    host `process` -> jit `learn`); each jitted phase compiled once, for the shapes of
+    the first inputs and batch (`prepare`, `respond` and `process` must keep them fixed).
+    With `respond`, one update runs rounds of `collect` until `respond` returns None
+    (at most `algo.max_rounds`): multi-turn episodes, all inside the update."""
 
     def __init__(self, algo, num_agents, mesh, shardings, compile_clock):
         self.algo, self.num_agents, self.mesh = algo, num_agents, mesh
@@ -505,13 +513,16 @@ class _StagedStepper:
         self.compile_clock = compile_clock
         self.has_collect = type(algo).collect is not Algorithm.collect
         self.has_prepare = type(algo).prepare is not Algorithm.prepare
+        self.has_respond = type(algo).respond is not Algorithm.respond
         self.collect_fn = self.learn_fn = self.batch_shardings = self.input_shardings = None
+        self.input_shapes = None
 
     def _compile_collect(self, state: Any, inputs: Any) -> None:
         """`collect(state)`, or `collect(state, inputs)` after a `prepare`."""
         with self.compile_clock:
             in_shardings, specs = (self.shardings,), (_spec(state),)
             if self.has_prepare:
+                self.input_shapes = _shapes(inputs)
                 self.input_shardings, input_spec = self._host_batch_spec(inputs)
                 in_shardings, specs = (*in_shardings, self.input_shardings), (*specs, input_spec)
             self.collect_fn = (
@@ -548,6 +559,36 @@ class _StagedStepper:
                 .compile()
             )
 
+    def _collect(self, state: Any, inputs: tuple[Any, ...]) -> tuple[Any, Any]:
+        """One `collect` round: `(state, collected)`, `collected` on the host."""
+        if self.collect_fn is None:
+            self._compile_collect(state, *inputs)
+        if inputs:
+            inputs = (jax.device_put(inputs[0], self.input_shardings),)
+        state, collected = self.collect_fn(state, *inputs)
+        return state, jax.tree.map(np.asarray, collected)  # host sync
+
+    def _rounds(self, state: Any, collected: Any, host_state: Any) -> tuple[Any, Any, Any]:
+        """`respond` -> `collect` rounds until `respond` returns None; the last output."""
+        algo, rounds = self.algo, 1
+        while True:
+            inputs, host_state = algo.respond(collected, host_state)
+            if inputs is None:
+                return state, collected, host_state
+            if rounds >= algo.max_rounds:
+                raise RuntimeError(
+                    f"{type(algo).__name__}.respond asked for round {rounds + 1} of an update "
+                    f"whose max_rounds is {algo.max_rounds}; it must return None by then"
+                )
+            if _shapes(inputs) != self.input_shapes:
+                raise ValueError(
+                    f"{type(algo).__name__}.respond returned inputs {_shapes(inputs)}, but "
+                    f"collect was compiled for prepare's {self.input_shapes}: every round "
+                    "must keep the same shapes and dtypes"
+                )
+            state, collected = self._collect(state, (inputs,))
+            rounds += 1
+
     def run(self, state, host_state, length):
         rows = []
         for _ in range(length):
@@ -556,12 +597,9 @@ class _StagedStepper:
                 inputs, host_state = self.algo.prepare(host_state)
                 inputs = (inputs,)
             if self.has_collect:
-                if self.collect_fn is None:
-                    self._compile_collect(state, *inputs)
-                if inputs:
-                    inputs = (jax.device_put(inputs[0], self.input_shardings),)
-                state, collected = self.collect_fn(state, *inputs)
-                collected = jax.tree.map(np.asarray, collected)  # host sync
+                state, collected = self._collect(state, inputs)
+                if self.has_respond:
+                    state, collected, host_state = self._rounds(state, collected, host_state)
             batch, host_state, host_metrics = self.algo.process(collected, host_state)
             if self.learn_fn is None:
                 self._compile_learn(state, batch)

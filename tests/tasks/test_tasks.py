@@ -15,7 +15,8 @@ from jaxrl.tasks import BASE_ALPHABET, Example, exact_match, knobs, make_task, n
 # ---------------------------------------------------------------------- registry
 def test_unknown_task_lists_the_available_ones():
     with pytest.raises(
-        ConfigError, match=r"task='nosuch'.*available: addition, countdown, jsonl:PATH, strings"
+        ConfigError,
+        match=r"task='nosuch'.*available: addition, addition_retry, countdown, guess, jsonl:PATH, strings",
     ):
         make_task("nosuch")
 
@@ -28,7 +29,7 @@ def test_unknown_option_names_the_allowed_ones():
 
 
 def test_registry_names_and_knobs():
-    assert names() == ["addition", "countdown", "jsonl", "strings"]
+    assert names() == ["addition", "addition_retry", "countdown", "guess", "jsonl", "strings"]
     assert knobs("addition") == {"digits": 3, "num_eval": 256, "split_seed": 0}
     assert knobs("jsonl:any/path.jsonl") == {"num_eval": 256, "split_seed": 0}
 

@@ -153,18 +153,24 @@ class GRPO(LMAlgorithm):
     def prepare(self, host_state: dict[str, int]) -> tuple[dict[str, np.ndarray], dict]:
         """This update's prompts of every agent, left-padded: `{"tokens", "mask"}`, each
         (agents, prompts_per_update, prompt_len)."""
-        self._clock["prepare"] = time.perf_counter()
-        seed, k = host_state["seed"], host_state["batches"]
-        self._pending = [
-            self.task.sample_train(np.random.default_rng((seed, i, k)), self.prompts_per_update)
-            for i in range(host_state["num_agents"])
-        ]
+        self._pending, host_state = self._draw_examples(host_state)
         padded = [self.prompt_tokens(examples, self.prompt_len) for examples in self._pending]
         inputs = {
             "tokens": np.stack([t for t, _ in padded]),
             "mask": np.stack([m for _, m in padded]),
         }
-        return inputs, {**host_state, "batches": k + 1}
+        return inputs, host_state
+
+    def _draw_examples(self, host_state: dict[str, int]) -> tuple[list[list[tasks.Example]], dict]:
+        """`prompts_per_update` training examples of every agent for this update (agent
+        `i`'s batch `k` from `(seed, i, k)`), and the advanced cursor."""
+        self._clock["prepare"] = time.perf_counter()
+        seed, k = host_state["seed"], host_state["batches"]
+        examples = [
+            self.task.sample_train(np.random.default_rng((seed, i, k)), self.prompts_per_update)
+            for i in range(host_state["num_agents"])
+        ]
+        return examples, {**host_state, "batches": k + 1}
 
     # ------------------------------------------------------------------ phase 1: sampling
     def collect(self, state: GRPOState, prompts: dict[str, jax.Array]):
@@ -186,7 +192,6 @@ class GRPO(LMAlgorithm):
             pad_id=self.tokenizer.pad_id,
         )
         tokens, mask = out.sequences()
-        logp, entropy = self._completion_logprobs(params, tokens, mask, with_entropy=True)
         collected = {
             "tokens": tokens,
             "mask": mask,
@@ -194,14 +199,21 @@ class GRPO(LMAlgorithm):
             "lengths": out.lengths,
             "finished": out.finished,
             "sampler_logp": out.logprobs,
-            "old_logp": logp,
-            "old_entropy": entropy,
+            **self._rescore(state, params, tokens, mask),
         }
+        return state.replace(key=key), jax.tree.map(jax.lax.stop_gradient, collected)
+
+    def _rescore(self, state: GRPOState, params, tokens, mask) -> dict[str, jax.Array]:
+        """The completions of rows `tokens` under the policy `params` that sampled them:
+        `old_logp` (the ratio's denominator) and `old_entropy`, and the reference's
+        `ref_logp` when there is a KL term; each (rows, completion length)."""
+        logp, entropy = self._completion_logprobs(params, tokens, mask, with_entropy=True)
+        scored = {"old_logp": logp, "old_entropy": entropy}
         if self.uses_reference:
-            collected["ref_logp"] = self._completion_logprobs(
+            scored["ref_logp"] = self._completion_logprobs(
                 self._reference_params(state), tokens, mask
             )
-        return state.replace(key=key), jax.tree.map(jax.lax.stop_gradient, collected)
+        return scored
 
     def _completion_logprobs(self, params, tokens, mask, with_entropy: bool = False):
         """Log-probs (and entropies) of the completion tokens, (rows, max_new_tokens):
@@ -225,9 +237,6 @@ class GRPO(LMAlgorithm):
     def process(self, collected: dict[str, np.ndarray], host_state: dict[str, int]):
         """Rewards, DAPO's overlong penalty and dynamic sampling for every agent; the
         sampling metrics (means over agents)."""
-        now = time.perf_counter()
-        sample_seconds = now - self._clock.get("prepare", now)
-        learn_seconds = self._clock.get("prepare", now) - self._clock.get("processed", now)
         rows, stats = [], []
         for i, examples in enumerate(self._pending):
             one = {name: value[i] for name, value in collected.items()}
@@ -236,13 +245,23 @@ class GRPO(LMAlgorithm):
             stats.append(row_stats)
         batch = {name: np.stack([r[name] for r in rows]) for name in rows[0]}
         metrics = {name: [s[name] for s in stats] for name in stats[0]}
-        sampled = float(np.sum(collected["lengths"]))
-        metrics["sample_seconds"] = sample_seconds
-        metrics["sample_tokens_per_second"] = sampled / max(sample_seconds, 1e-9)
+        metrics.update(self._timing_metrics(float(np.sum(collected["lengths"]))))
+        return batch, host_state, metrics
+
+    def _timing_metrics(self, sampled_tokens: float) -> dict[str, float]:
+        """Seconds from `prepare` to now (sampling and rewards), the sampling rate, and
+        the previous update's learning phase (from its `process` to this `prepare`)."""
+        now = time.perf_counter()
+        sample_seconds = now - self._clock.get("prepare", now)
+        learn_seconds = self._clock.get("prepare", now) - self._clock.get("processed", now)
+        metrics = {
+            "sample_seconds": sample_seconds,
+            "sample_tokens_per_second": sampled_tokens / max(sample_seconds, 1e-9),
+        }
         if learn_seconds > 0:  # the previous update's learning phase
             metrics["learn_seconds"] = learn_seconds
         self._clock["processed"] = time.perf_counter()
-        return batch, host_state, metrics
+        return metrics
 
     def _score_agent(
         self, collected: dict[str, np.ndarray], examples: Sequence[tasks.Example]
@@ -302,7 +321,7 @@ class GRPO(LMAlgorithm):
         `_optimizer_step`, `_normaliser` and `_loss`."""
         c, hp = self.config, state.hparams
         cmask = batch["completion_mask"].astype(jnp.float32)
-        token_rewards = losses.outcome_token_rewards(batch["rewards"], cmask)
+        token_rewards = self._token_rewards(batch, cmask)
         if c.kl_in_reward:
             token_rewards = losses.kl_penalised_rewards(
                 token_rewards, batch["old_logp"], batch["ref_logp"], cmask, c.kl, hp.kl_coef
@@ -347,6 +366,11 @@ class GRPO(LMAlgorithm):
         )
         state = self._with_learner(state, learner, opt_state)
         return state.replace(key=key, update_step=state.update_step + 1), metrics
+
+    def _token_rewards(self, batch: dict[str, jax.Array], cmask: jax.Array) -> jax.Array:
+        """(rows, completion length) rewards per token: the outcome reward on each row's
+        last completion token (multi-turn GRPO puts each turn's reward on its turn)."""
+        return losses.outcome_token_rewards(batch["rewards"], cmask)
 
     def _advantages(
         self, state: GRPOState, batch: dict[str, jax.Array], token_rewards, cmask
@@ -506,7 +530,12 @@ class GRPO(LMAlgorithm):
 
 
 def make(config: GRPOConfig) -> GRPO:
-    """The GRPO-family algorithm for `config` (validated; bad input raises `ConfigError`)."""
+    """The GRPO-family algorithm for `config` (validated; bad input raises `ConfigError`);
+    a multi-turn task (`jaxrl/tasks/multiturn.py`) gets `MultiTurnGRPO`."""
+    if tasks.is_multi_turn(config.task):
+        from .multiturn import MultiTurnGRPO
+
+        return MultiTurnGRPO(config)
     return GRPO(config)
 
 
