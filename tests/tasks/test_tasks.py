@@ -16,7 +16,8 @@ from jaxrl.tasks import BASE_ALPHABET, Example, exact_match, knobs, make_task, n
 def test_unknown_task_lists_the_available_ones():
     with pytest.raises(
         ConfigError,
-        match=r"task='nosuch'.*available: addition, addition_retry, countdown, guess, jsonl:PATH, strings",
+        match=r"task='nosuch'.*available: addition, addition_retry, countdown, guess, "
+        r"jsonl:PATH, strings",
     ):
         make_task("nosuch")
 
