@@ -38,10 +38,12 @@ class DPOConfig(LMConfig):
     Bradley-Terry reward model (Ouyang et al. 2022) trained on a value head whose output
     at a completion's last token is its reward. Pairs come from `data` (a JSONL file of
     `{"prompt", "chosen", "rejected"}`) or are made from `task` (the reference answer over
-    a corrupted one; `jaxrl/tasks/preferences.py`). The defaults train the tiny
-    character-level Llama on 3-digit addition pairs from scratch; start from an SFT run
-    (`jaxrl train sft --task addition`) with `model`. Model, LoRA, mesh and optimiser
-    fields: see `LMConfig`.
+    a corrupted one; `jaxrl/tasks/preferences.py`). DPO is a fine-tuning method: the
+    defaults (512 updates of 32 pairs at a constant 1e-4) fine-tune the default SFT
+    warm start (`jaxrl train sft --task addition`, then `model=` its run directory) on
+    3-digit addition pairs, raising held-out greedy exact match from 0.28 to 0.36
+    (benchmarks/README.md, "DPO learning"). Model, LoRA, mesh and optimiser fields: see
+    `LMConfig`.
     """
 
     data: str | None = None
@@ -57,7 +59,7 @@ class DPOConfig(LMConfig):
     max_len: int | None = None
     """Tokens per row, prompt + completion + eos (None: the longest pair's)."""
     # -- budget (pairs per agent; see the module docstring)
-    total_steps: int = 32_768
+    total_steps: int = 16_384
     """Preference pairs per agent (ignored when epochs > 0)."""
     epochs: float = 0.0
     """With data: passes over the file's training pairs (0: the budget is total_steps)."""
@@ -65,8 +67,8 @@ class DPOConfig(LMConfig):
     """Pairs per update."""
     micro_batches: int = 1
     """Gradient-accumulation steps per update (same update, less activation memory)."""
-    lr: float = 1e-3
-    """Peak learning rate (AdamW)."""
+    lr: float = 1e-4
+    """Peak learning rate (AdamW; 3e-4 already lets the chosen log-probs fall after SFT)."""
     lr_schedule: str = "constant"
     """After warmup: "cosine" (to 0 at the last update) or "constant"."""
 
@@ -133,5 +135,5 @@ class DPOConfig(LMConfig):
 
 
 def default_config() -> DPOConfig:
-    """DPO on synthetic 3-digit addition pairs, from the tiny model (pass `model=` an SFT run)."""
+    """DPO on synthetic 3-digit addition pairs; pass `model=` an SFT run to start from."""
     return DPOConfig()
