@@ -405,6 +405,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
         "final_return_std",
         "final_return_agents",
         "eval_accuracy",
+        "eval_reward_accuracy",
         "steps_per_second",
         "tokens_per_second",
         "compile_seconds",
