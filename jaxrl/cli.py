@@ -340,6 +340,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         module = algorithms.get(algorithm)
         if api.uses_env(module):
             target = env or api.default_env(module)
+        elif values.get("data"):  # preference pairs from a file (dpo --data): its name
+            target = pathlib.Path(values["data"]).stem
         else:  # a language-model algorithm: named after its task
             target = values.get("task") or module.Config().task
         name = str(target).replace(":", "-").replace("/", "-")

@@ -20,6 +20,7 @@ import time
 
 import jax
 import pytest
+from test_dpo import TINY  # the tiny model of the fast tests (tests/algorithms/test_dpo.py)
 
 from jaxrl import cli
 from jaxrl import config as cfg
@@ -28,19 +29,6 @@ from jaxrl.lm import from_pretrained
 from jaxrl.training.driver import RunConfig, train
 
 LEARN = dict(digits=1, num_eval=20, total_steps=6400, lr=1e-3)  # 200 updates of 32 pairs
-TINY = dict(
-    digits=2,
-    num_eval=16,
-    num_layers=1,
-    hidden_size=32,
-    num_heads=2,
-    num_kv_heads=2,
-    mlp_size=64,
-    batch_size=8,
-    lr=3e-3,
-    warmup=0.0,
-    eval_batch_size=16,
-)
 
 
 def held_out_before(algo):
@@ -77,7 +65,8 @@ def test_a_resumed_run_ends_with_the_uninterrupted_runs_parameters(tmp_path):
     """Two DPO agents with a frozen reference copy through `driver.train`; a copy stopped
     after its first checkpoint and resumed ends with the same parameters and metrics
     (the pair cursor and the reference, rebuilt by `init`, come back exactly)."""
-    make = lambda: dpo.make(cfg.replace(dpo.default_config(), **TINY, total_steps=48))  # noqa: E731
+    options = {**TINY, "total_steps": 48}  # 6 updates of 8 pairs
+    make = lambda: dpo.make(cfg.replace(dpo.default_config(), **options))  # noqa: E731
     run = dict(num_seeds=2, checkpoint_every=24, keep_checkpoints=5, log_every=24)
     full_dir, stopped_dir = tmp_path / "full", tmp_path / "stopped"
     full = train(make(), RunConfig(run_dir=str(full_dir), progress=False, **run))
