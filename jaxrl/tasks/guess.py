@@ -80,13 +80,18 @@ class Guess(MultiTurnTask):
     def longest_examples(self) -> Sequence[Example]:
         return [Example(f"#9999 guess 1-{self.max_number}:", str(self.max_number))]
 
+    def is_correct(self, completion: str, answer: str) -> bool:
+        """The reply is the hidden number (leading zeros and spaces allowed)."""
+        guess = completion.strip()
+        return guess.isdigit() and len(guess) <= 2 and int(guess) == int(answer)
+
     def step(self, example: Example, history: Sequence[str], reply: str) -> Turn:
-        guess, secret = reply.strip(), int(example.answer)
+        guess = reply.strip()
         if not (guess.isdigit() and len(guess) <= 2):
             return Turn(None, 0.0)  # not a number: the game is lost
-        if int(guess) == secret:
+        if self.is_correct(reply, example.answer):
             return Turn(None, 1.0)
-        word = "higher" if int(guess) < secret else "lower"
+        word = "higher" if int(guess) < int(example.answer) else "lower"
         return Turn(f" {word}:", 0.0)
 
     def longest_feedback(self) -> Sequence[str]:

@@ -48,7 +48,8 @@ class GRPOConfig(LMConfig):
     """Completions sampled per prompt (the group of GRPO's baseline)."""
     # -- sampling
     max_new_tokens: int | None = None
-    """Completion length budget in tokens (None: the task's longest answer + eos)."""
+    """Completion length budget in tokens, per model turn on a multi-turn task (None: the
+    task's longest answer + eos)."""
     temperature: float = 1.0
     """Sampling temperature (the log-probs of the loss use the same)."""
     # -- rewards

@@ -27,6 +27,11 @@ LoRA, which is also the reference policy) and `ref_params` (a frozen copy of the
 starting model when `kl_coef > 0` without LoRA); both frozen fields are rebuilt by `init`
 and never checkpointed.
 
+On a multi-turn task (`jaxrl/tasks/multiturn.py`), `make` returns `MultiTurnGRPO`
+(`multiturn.py`): `collect` samples one model turn, a host `respond` answers it with the
+task's feedback, for several rounds per update; each episode is one row whose
+environment tokens are out of the loss mask.
+
 After training, `finish` measures pass@k on held-out prompts (unbiased estimator from
 `eval_samples` completions at `temperature`) for the starting model and the trained one,
 and exports agent 0's model like SFT.
