@@ -199,26 +199,33 @@ def test_critic_values_sit_at_the_state_before_each_completion_token(algo, state
     assert float(metrics["value_mean"]) == pytest.approx(expected[cmask].mean(), rel=1e-5)
 
 
-@pytest.mark.slow  # two compiles of both models' gradients: ~14 CPU-s
-def test_gradient_accumulation_1x8_equals_4x2_for_the_combined_loss(algo, state, advantages):
+@pytest.mark.slow  # compiles both models' gradients twice: ~20 CPU-s
+def test_gradient_accumulation_1x8_equals_4x2_for_the_combined_loss_under_lora():
     """The combined (policy + value) gradient of 8 rows in one micro-batch equals the sum
-    over 4 micro-batches of 2, for both models; with ratios and values moved off their
-    old values so the policy and value clipping are both active."""
+    over 4 micro-batches of 2, for both models' adapters and the value head; with ratios
+    and values moved off their old values so the policy and value clips both act. Under
+    LoRA, so the critic's own adapters on the shared base are what is checked (its
+    starting values are 0: the fresh head)."""
+    algo = make(lora_rank=4)
+    state = jax.jit(algo.init)(jax.random.key(0), algo.hyperparams())
     rng = np.random.default_rng(0)
     batch = hand_batch(algo, COMPLETIONS)
     cmask = batch["completion_mask"].astype(np.float32)
-    logp = jax.jit(algo._completion_logprobs)(state.params, batch["tokens"], batch["mask"])
+    policy = algo.model_params(state.params, state.base_params)
+    logp = jax.jit(algo._completion_logprobs)(policy, batch["tokens"], batch["mask"])
     old_logp = np.asarray(logp) + rng.normal(0, 0.3, cmask.shape).astype(np.float32) * cmask
     rewards = np.float32([1, 0, 1, 1, 0, 0, 1, 0])
     batch = {**batch, "rewards": rewards, "old_logp": old_logp, "sampler_logp": old_logp}
     token_rewards = losses.outcome_token_rewards(rewards, cmask)
-    fields, _ = advantages(state, batch, token_rewards, jnp.asarray(cmask, jnp.float32))
+    fields, _ = jax.jit(algo._advantages)(state, batch, token_rewards, jnp.asarray(cmask))
+    assert np.all(np.asarray(fields["old_values"]) == 0.0)
     fields["old_values"] = fields["old_values"] + rng.normal(0, 0.3, cmask.shape) * cmask
     data = {**batch, **fields, "loss_mask": jnp.asarray(cmask)}
     learner, _ = algo._learner(state)
+    assert set(learner["critic"]) == {"adapters", "value_head"}
 
     def grads(micro_batches):
-        accumulating = make(micro_batches=micro_batches)
+        accumulating = make(lora_rank=4, micro_batches=micro_batches)
         return jax.jit(accumulating._accumulated_grads)(learner, state, data)
 
     whole, whole_stats = grads(1)
