@@ -57,6 +57,7 @@ def close(actual, expected, tol=1e-5):
         ({"group_size": 1, "dynamic_sampling": 1}, "dynamic_sampling"),
         ({"num_minibatches": 3}, "num_minibatches"),  # GRPO's checks still run
         ({"eps_low": 0.3, "eps_high": 0.2}, "eps_high"),
+        ({"task": "guess"}, "task"),  # multi-turn episodes are GRPO's only
     ],
 )
 def test_bad_config_names_the_field(overrides, field):

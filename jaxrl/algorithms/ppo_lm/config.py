@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 from jaxrl import config as cfg
+from jaxrl import tasks
 from jaxrl.algorithms.grpo.config import SWEEPABLE as GRPO_SWEEPABLE
 from jaxrl.algorithms.grpo.config import GRPOConfig
 
@@ -81,6 +82,13 @@ class PPOLMConfig(GRPOConfig):
             "group of one never does, so the spare prompts would all be thrown away)",
         )
         super().validate()
+        cfg.check(
+            not tasks.is_multi_turn(self.task),
+            "task",
+            self.task,
+            "a single-turn task (PPO-LM does not run multi-turn episodes yet; "
+            "`jaxrl train grpo` does)",
+        )
         return self
 
 
