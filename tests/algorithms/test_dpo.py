@@ -11,12 +11,14 @@ import json
 import math
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from jaxrl import config as cfg
 from jaxrl import tasks
 from jaxrl.algorithms import dpo
+from jaxrl.algorithms.dpo import losses
 from jaxrl.config import ConfigError
 from jaxrl.tasks import preferences
 
@@ -158,6 +160,14 @@ def algo():
     return make()
 
 
+@pytest.fixture(scope="module")
+def start(algo):
+    """The initial state and agent 0's first batch (seed 0), shared by the tests below."""
+    state = jax.jit(algo.init)(jax.random.key(0), algo.hyperparams())
+    batch, _, _ = algo.process(None, algo.init_host_state(0, 1))
+    return state, jax.tree.map(lambda x: jnp.asarray(x[0]), batch)
+
+
 def test_a_batch_holds_each_pair_as_a_chosen_and_a_rejected_row(algo):
     batch, host, _ = algo.process(None, algo.init_host_state(3, 2))
     assert host["batches"] == 1
@@ -174,12 +184,10 @@ def test_a_batch_holds_each_pair_as_a_chosen_and_a_rejected_row(algo):
             assert algo.tokenizer.decode(scored[:-1]) == completion
 
 
-def test_micro_batches_give_the_same_update_and_the_first_loss_is_log_2(algo):
+def test_micro_batches_give_the_same_update_and_the_first_loss_is_log_2(algo, start):
     """One batch of 8 pairs equals 4 accumulated micro-batches of 2; a policy equal to
     its reference has DPO loss log 2, margin 0 and reward accuracy 1/2 (ties count half)."""
-    state = jax.jit(algo.init)(jax.random.key(0), algo.hyperparams())
-    batch, _, _ = algo.process(None, algo.init_host_state(0, 1))
-    batch = jax.tree.map(lambda x: x[0], batch)
+    state, batch = start
     whole, metrics = jax.jit(algo.learn)(state, batch)
     accumulated, acc_metrics = jax.jit(make(micro_batches=4).learn)(state, batch)
     for a, b in zip(
@@ -193,3 +201,42 @@ def test_micro_batches_give_the_same_update_and_the_first_loss_is_log_2(algo):
     assert whole.ref_params is not None and whole.base_params is None
     simpo = make(preference_loss="simpo")  # reference-free: no frozen copy is kept
     assert jax.eval_shape(simpo.init, jax.random.key(0), simpo.hyperparams()).ref_params is None
+
+
+def test_label_smoothing_and_ties_by_hand():
+    """Conservative DPO: -(1 - eps) log sigmoid(z) - eps log sigmoid(-z); a tie in the
+    rewards counts half a correct ranking."""
+    chosen, rejected = jnp.array([-1.0, -2.0]), jnp.array([-3.0, -2.0])
+    ref = jnp.array([-2.0, -2.0])
+    loss, stats = losses.dpo_loss(chosen, rejected, ref, ref, beta=0.5, label_smoothing=0.2)
+    z = 0.5 * 2.0  # pair 0: u_w - u_l = 0.5 * (1 - (-1)); pair 1: a tie, z = 0
+    softplus = lambda x: math.log1p(math.exp(x))  # noqa: E731  (-log sigmoid(-x))
+    expected = [0.8 * softplus(-z) + 0.2 * softplus(z), math.log(2)]
+    np.testing.assert_allclose(loss, expected, rtol=1e-6)
+    assert float(stats["reward_accuracy"]) == 0.75
+    bt, _ = losses.bradley_terry_loss(jnp.array([1.0]), jnp.array([0.0]), label_smoothing=0.1)
+    assert float(bt[0]) == pytest.approx(0.9 * softplus(-1.0) + 0.1 * softplus(1.0), rel=1e-6)
+
+
+def test_ipo_and_simpo_score_a_batch_of_the_model(algo, start):
+    """The other objectives on the same model: at the start (policy = reference) IPO's
+    loss is its target margin squared, (1 / (2 beta))^2; SimPO's rewards are beta times
+    the length-normalised log-probs and need no reference."""
+    state, batch = start
+    ipo = make(preference_loss="ipo", beta=0.25)
+    per_pair, _ = ipo.pair_losses(state.params, state.replace(hparams=ipo.hyperparams()), batch)
+    np.testing.assert_allclose(per_pair, np.full(8, (1 / 0.5) ** 2), rtol=1e-5)
+    simpo = make(preference_loss="simpo", beta=2.0, gamma=0.5)
+    reference_free = state.replace(hparams=simpo.hyperparams(), ref_params=None)
+    per_pair, stats = simpo.pair_losses(state.params, reference_free, batch)
+    lengths = batch["loss_mask"].sum(-1)  # (pairs, 2): completion + eos tokens
+    logp, _ = algo._sequence_logprobs(  # noqa: SLF001 - the summed log-probs it uses
+        state.params,
+        batch["tokens"].reshape(16, -1),
+        batch["mask"].reshape(16, -1),
+        batch["loss_mask"].reshape(16, -1),
+    )
+    rewards = 2.0 * logp / lengths
+    assert float(stats["reward_chosen"]) == pytest.approx(float(rewards[:, 0].mean()), rel=1e-5)
+    margin = rewards[:, 0] - rewards[:, 1] - 0.5
+    np.testing.assert_allclose(per_pair, np.log1p(np.exp(-margin)), rtol=1e-5)
