@@ -81,6 +81,7 @@ class DPO(LMAlgorithm):
             value_config = dataclasses.replace(self.model.config, value_head=True)
             self.model = Transformer(value_config, remat=c.remat)
         self.pairs = preferences.make_pairs(self.task, c.split_seed)
+        self.pairs.eval_pairs()  # made now: an answer that cannot be corrupted fails early
         self.batch_rows = self.steps_per_update = c.batch_size
         if c.epochs > 0:
             self.num_updates = max(1, int(c.epochs * self.pairs.num_train) // c.batch_size)
