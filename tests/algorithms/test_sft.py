@@ -236,7 +236,7 @@ def test_finish_exports_a_loadable_model_and_measures_held_out_accuracy(tmp_path
 @pytest.mark.parametrize(
     ("overrides", "match"),
     [
-        ({"task": "nosuch"}, r"invalid task='nosuch'.*available: addition, countdown"),
+        ({"task": "nosuch"}, r"invalid task='nosuch'.*available: addition, .*countdown"),
         ({"task": "jsonl:/no/such.jsonl"}, r"/no/such\.jsonl': no such file"),
         ({"max_len": 5}, r"invalid max_len=5: task 'addition' has an example of 11 tokens"),
         ({"context_len": 8}, r"invalid context_len=8: the model's context is 8 tokens"),
