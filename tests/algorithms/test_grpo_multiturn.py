@@ -2,9 +2,10 @@
 
 Fast: a hand-built episode's row, masks and turn rewards, exactly; the rounds of one
 update on the host with made-up model turns (nothing compiled); the environment's tokens
-are out of the loss (a jitted `_loss` on a tiny model). Slow: GRPO learns to use the
-guessing game's higher/lower feedback after a short SFT warm start, and a multi-turn run
-stopped after a checkpoint and resumed ends with the uninterrupted run's parameters.
+are out of the loss (a jitted `_loss` on a tiny model). Slow: a multi-turn run stopped
+after a checkpoint and resumed ends with the uninterrupted run's parameters; after a
+short SFT warm start, 40 GRPO updates double the guessing game's held-out win rate.
+Full: 300 updates teach the policy to follow the higher/lower feedback.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from jaxrl.algorithms import grpo, sft
 from jaxrl.algorithms.grpo import losses
 from jaxrl.algorithms.grpo import multiturn as mt
 from jaxrl.algorithms.grpo.train import GRPOState
+from jaxrl.algorithms.lm_common import agent
 from jaxrl.config import ConfigError
 from jaxrl.tasks import Example
 from jaxrl.training.driver import RunConfig, train
@@ -116,17 +118,18 @@ def test_turn_rewards_sum_for_group_estimators_and_stay_on_their_turn_for_reinfo
 
 # ---------------------------------------------------------------------- rounds on the host
 def test_rounds_of_one_update_on_the_host(algo):
-    """prepare -> respond per turn -> process, with made-up turns: every row says "1",
-    so a game whose number is 1 ends at once and the others hear " higher:" until their
-    4 turns are over; then respond says None."""
+    """prepare -> respond per turn -> process for two agents, with made-up turns: every
+    row says "1", so a game whose number is 1 ends at once and the others hear " higher:"
+    until their 4 turns are over; then respond says None."""
     tok = algo.tokenizer
-    inputs, host = algo.prepare(algo.init_host_state(seed=0, num_agents=1))
+    inputs, host = algo.prepare(algo.init_host_state(seed=0, num_agents=2))
     rows = 2 * 2  # num_prompts x group_size
-    assert inputs["tokens"].shape == (1, rows, algo.context_len) and host["batches"] == 1
+    assert inputs["tokens"].shape == (2, rows, algo.context_len) and host["batches"] == 1
+    assert [r.example for r in algo._episodes[0]] != [r.example for r in algo._episodes[1]]
     episodes = algo._episodes[0]
     first = episodes[0]
     assert inputs["tokens"][0, 0, -17:].tolist() == tok.encode(first.example.prompt, add_bos=True)
-    ones = {k: v[None] for k, v in turn(tok, *["1"] * rows).items()}  # with the agent axis
+    ones = {k: np.stack([v, v]) for k, v in turn(tok, *["1"] * rows).items()}  # agents axis
     played = next(i for i, r in enumerate(episodes) if r.example.answer != "1")
     for t in range(1, 5):
         inputs, host = algo.respond(ones, host)
@@ -137,12 +140,13 @@ def test_rounds_of_one_update_on_the_host(algo):
             assert not inputs["mask"][0, played, : -len(context)].any()
     assert inputs is None and algo._turn == 4
     batch, host, metrics = algo.process(ones, host)
-    assert batch["tokens"].shape == (1, rows, 17 + algo.max_new_tokens)
-    turns = [1 if r.example.answer == "1" else 4 for r in episodes]
-    assert metrics["turns_mean"] == [np.mean(turns)]
-    assert batch["completion_mask"][0].sum(1).tolist() == [2 * n for n in turns]
-    assert metrics["response_length_mean"] == [2 * np.mean(turns)]
-    assert metrics["reward_mean"] == [np.mean([n == 1 for n in turns])]
+    assert batch["tokens"].shape == (2, rows, 17 + algo.max_new_tokens)
+    for i in range(2):
+        turns = [1 if r.example.answer == "1" else 4 for r in algo._episodes[i]]
+        assert metrics["turns_mean"][i] == np.mean(turns)
+        assert batch["completion_mask"][i].sum(1).tolist() == [2 * n for n in turns]
+        assert metrics["response_length_mean"][i] == 2 * np.mean(turns)
+        assert metrics["reward_mean"][i] == np.mean([n == 1 for n in turns])
 
 
 def test_environment_tokens_are_out_of_the_loss_kl_and_entropy(algo):
@@ -210,11 +214,11 @@ def test_feedback_longer_than_promised_is_an_error(algo):
 # ---------------------------------------------------------------------- through the driver
 @pytest.mark.slow
 def test_multi_turn_run_resumes_exactly(tmp_path):
-    """Two agents with a KL reference and an entropy bonus (so every update moves the
-    parameters): a copy stopped after its first checkpoint and resumed ends with the
-    uninterrupted run's parameters and metrics; re-scoring the rows matches the sampler."""
-    options = dict(total_steps=16, kl_coef=0.1, ent_coef=0.01, lr=1e-3)  # 4 updates
-    run = dict(num_seeds=2, checkpoint_every=8, keep_checkpoints=5, log_every=4)
+    """With an entropy bonus (so every update moves the parameters), a copy stopped
+    after its first checkpoint and resumed ends with the uninterrupted run's parameters
+    and metrics; re-scoring the rows in learn matches the sampler's log-probs."""
+    options = dict(total_steps=16, ent_coef=0.01, lr=1e-3)  # 4 updates
+    run = dict(checkpoint_every=8, keep_checkpoints=5, log_every=4)
     full_dir, stopped_dir = tmp_path / "full", tmp_path / "stopped"
     full = train(make(**options), RunConfig(run_dir=str(full_dir), progress=False, **run))
     shutil.copytree(full_dir, stopped_dir)  # as if stopped right after checkpoint 2
@@ -252,21 +256,72 @@ WARM_START = dict(
 )
 
 
-@pytest.mark.slow
-def test_grpo_learns_to_use_the_feedback(tmp_path):
-    """SFT on the game's (prompt, number) pairs teaches the reply format only (the
-    number is unpredictable); 40 updates of multi-turn GRPO then raise held-out wins,
-    mostly in later turns, where the higher/lower feedback is what helps."""
-    sft_config = cfg.replace(sft.default_config(), **WARM_START, total_steps=3200)
-    train(sft.make(sft_config), RunConfig(run_dir=str(tmp_path / "sft"), progress=False))
+@pytest.fixture(scope="module")
+def warm_start(tmp_path_factory):
+    """SFT on the game's (prompt, number) pairs: it teaches the reply format only (the
+    number is unpredictable). 3,200 samples, ~20 s."""
+    run_dir = tmp_path_factory.mktemp("sft_guess")
+    config = cfg.replace(sft.default_config(), **WARM_START, total_steps=3200)
+    train(sft.make(config), RunConfig(run_dir=str(run_dir), progress=False))
+    return run_dir
+
+
+def _guess_grpo(warm_start, updates: int):
     config = cfg.replace(
         grpo.default_config(),
         **WARM_START,
-        model=str(tmp_path / "sft"),
-        total_steps=40 * 128,
+        model=str(warm_start),
+        total_steps=updates * 128,  # 16 prompts x 8 episodes per update
         lr=1e-3,
     )
-    summary = train(grpo.make(config), RunConfig(seed=0, progress=False)).summary
-    print({k: round(v, 3) for k, v in summary.items() if k.endswith(("_before", "_after"))})
+    result = train(grpo.make(config), RunConfig(seed=0, progress=False))
+    print({k: round(v, 3) for k, v in result.summary.items() if k.endswith(("_before", "_after"))})
+    return result
+
+
+def feedback_use(rows: list[mt.EpisodeRow], max_number: int) -> tuple[float, float]:
+    """Of the guesses made after a "higher" or "lower", the fraction inside the interval
+    that all the feedback so far allows, and the chance level: what uniform guesses
+    would score in the same states."""
+    inside, chance, count = 0, 0.0, 0
+    for row in rows:
+        low, high = 1, max_number
+        for guess, feedback, following in zip(
+            row.history[1::2], row.history[2::2], row.history[3::2], strict=False
+        ):
+            if "higher" in feedback:
+                low = max(low, int(guess) + 1)
+            else:
+                high = min(high, int(guess) - 1)
+            following = following.strip()
+            inside += following.isdigit() and low <= int(following) <= high
+            chance += (high - low + 1) / max_number
+            count += 1
+    return inside / count, chance / count
+
+
+@pytest.mark.slow
+def test_grpo_raises_held_out_wins(warm_start):
+    """40 updates of multi-turn GRPO double the held-out win rate (0.20 -> 0.42), by
+    replying with valid numbers (games last longer) and winning in later turns; at this
+    budget the guesses do not yet follow the feedback (the `full` test below)."""
+    summary = _guess_grpo(warm_start, updates=40).summary
     assert summary["pass@1_after"] - summary["pass@1_before"] >= 0.12, summary
     assert summary["later_turn_pass@1_after"] - summary["later_turn_pass@1_before"] >= 0.1
+    assert summary["turns_mean_after"] - summary["turns_mean_before"] >= 0.3
+
+
+@pytest.mark.full
+def test_grpo_learns_to_use_the_feedback(warm_start):
+    """300 updates: later guesses land inside the interval the higher/lower feedback
+    allows far above chance (measured 0.67 against 0.39; the warm start 0.34 against
+    0.56), and the held-out win rate passes 0.5, the most that never-repeating guesses
+    that ignore the feedback can expect with 4 turns at 8 numbers."""
+    result = _guess_grpo(warm_start, updates=300)
+    algo, examples, key = result.algorithm, result.algorithm.task.eval_examples(), jax.random.key(1)
+    before = feedback_use(algo.play(algo.load_params(), examples, key, 8), 8)
+    trained = algo.merged_params(agent(result.state, 0))
+    after = feedback_use(algo.play(trained, examples, key, 8), 8)
+    print(f"inside the allowed interval (vs chance): before {before}, after {after}")
+    assert after[0] - after[1] >= 0.15, (before, after)
+    assert result.summary["pass@1_after"] >= 0.5, result.summary

@@ -351,7 +351,7 @@ class MultiTurnGRPO(GRPO):
         answer = self.task.is_correct
         last = [bool(r.replies) and answer(r.replies[-1], r.example.answer) for r in rows]
         first = [bool(r.replies) and answer(r.replies[0], r.example.answer) for r in rows]
-        return np.asarray(last, np.float32), np.asarray(first, np.float32)
+        return np.asarray(last, np.float64), np.asarray(first, np.float64)
 
     # ------------------------------------------------------------------ learning
     def learn(self, state: GRPOState, batch: dict[str, jax.Array]) -> tuple[GRPOState, dict]:
@@ -366,22 +366,17 @@ class MultiTurnGRPO(GRPO):
         return batch["token_rewards"] * cmask
 
     # ------------------------------------------------------------------ evaluation
-    def play_episodes(
-        self, params: Any, examples: Sequence[tasks.Example], key: jax.Array
-    ) -> dict[str, float]:
-        """`eval_samples` episodes per example at `temperature` (one agent's plain model
-        parameters): pass@k of solving the episode (its last reply correct; k = 1, 2, 4,
-        ... up to `eval_samples`), pass@1 of the first turn and of the later turns (of the
-        episodes that got there), mean return and turns."""
-        c, n = self.config, self.config.eval_samples
-        size = max(1, c.eval_batch_size // n)
-        success = np.zeros((len(examples), n), bool)
-        first = np.zeros((len(examples), n), bool)
-        returns, turns, later = [], [], []
+    def play(
+        self, params: Any, examples: Sequence[tasks.Example], key: jax.Array, samples: int
+    ) -> list[EpisodeRow]:
+        """`samples` episodes per example at `temperature` (one agent's plain model
+        parameters), example-major, in batches of about `eval_batch_size` rows."""
+        size = max(1, self.config.eval_batch_size // samples)
+        played: list[EpisodeRow] = []
         for start in range(0, len(examples), size):
             chunk = list(examples[start : start + size])
             padded = chunk + [chunk[0]] * (size - len(chunk))  # one shape: compiled once
-            rows = start_episodes(self.task, self.tokenizer, padded, n)
+            rows = start_episodes(self.task, self.tokenizer, padded, samples)
             for _ in range(self.task.max_turns):
                 tokens, mask = contexts(rows, self.context_len, self.tokenizer.pad_id)
                 key, k_sample = jax.random.split(key)
@@ -389,25 +384,30 @@ class MultiTurnGRPO(GRPO):
                 add_turn(self.task, self.tokenizer, rows, turn, self.feedback_len)
                 if all(row.done for row in rows):
                     break
-            played = rows[: len(chunk) * n]
-            last_ok, first_ok = self._correct(played)
-            success[start : start + len(chunk)] = last_ok.reshape(-1, n) > 0
-            first[start : start + len(chunk)] = first_ok.reshape(-1, n) > 0
-            returns += [sum(row.rewards) for row in played]
-            turns += [len(row.rewards) for row in played]
-            later += [
-                bool(ok) for row, ok in zip(played, last_ok, strict=True) if len(row.rewards) > 1
-            ]
+            played += rows[: len(chunk) * samples]
+        return played
+
+    def play_episodes(
+        self, params: Any, examples: Sequence[tasks.Example], key: jax.Array
+    ) -> dict[str, float]:
+        """`eval_samples` episodes per example (`play`): pass@k of solving the episode
+        (its last reply correct; k = 1, 2, 4, ... up to `eval_samples`), pass@1 of the
+        first turn and of the later turns (of the episodes that got there), mean return
+        and turns."""
+        n = self.config.eval_samples
+        rows = self.play(params, examples, key, n)
+        success, first = self._correct(rows)
         counts = np.full(len(examples), n)
+        solved = success.reshape(-1, n).sum(1)
         result = {
-            f"pass@{k}": float(np.mean(pass_at_k(counts, success.sum(1), k)))
+            f"pass@{k}": float(np.mean(pass_at_k(counts, solved, k)))
             for k in (1, 2, 4, 8, 16, 32, 64, 128, 256)
             if k <= n
         }
         result["first_turn_pass@1"] = float(first.mean())
-        result["later_turn_pass@1"] = float(np.mean(later)) if later else 0.0
-        result["return_mean"] = float(np.mean(returns))
-        result["turns_mean"] = float(np.mean(turns))
+        result["later_turn_pass@1"] = later_turn_accuracy(rows, success)
+        result["return_mean"] = float(np.mean([sum(row.rewards) for row in rows]))
+        result["turns_mean"] = float(np.mean([len(row.rewards) for row in rows]))
         return result
 
     def evaluate(self, state: GRPOState, key: jax.Array, num_episodes: int) -> dict[str, Any]:
