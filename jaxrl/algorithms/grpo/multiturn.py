@@ -48,7 +48,7 @@ import jax
 import numpy as np
 
 from jaxrl import prng, tasks
-from jaxrl.algorithms.lm_common import agent, encode_example, left_pad
+from jaxrl.algorithms.lm_common import encode_example, left_pad
 from jaxrl.config import ConfigError
 from jaxrl.lm import generate
 from jaxrl.lm.tokenizer import Tokenizer
@@ -387,13 +387,14 @@ class MultiTurnGRPO(GRPO):
             played += rows[: len(chunk) * samples]
         return played
 
-    def play_episodes(
+    def held_out_metrics(
         self, params: Any, examples: Sequence[tasks.Example], key: jax.Array
     ) -> dict[str, float]:
-        """`eval_samples` episodes per example (`play`): pass@k of solving the episode
-        (its last reply correct; k = 1, 2, 4, ... up to `eval_samples`), pass@1 of the
-        first turn and of the later turns (of the episodes that got there), mean return
-        and turns."""
+        """What `evaluate` (`jaxrl eval`) and `finish` (`summary.json`'s `_before` and
+        `_after`) report, from `eval_samples` episodes per example (`play`): pass@k of
+        solving the episode (its last reply correct; k = 1, 2, 4, ... up to
+        `eval_samples`), pass@1 of the first turn and of the later turns (of the episodes
+        that got there), mean return and turns."""
         n = self.config.eval_samples
         rows = self.play(params, examples, key, n)
         success, first = self._correct(rows)
@@ -409,28 +410,3 @@ class MultiTurnGRPO(GRPO):
         result["return_mean"] = float(np.mean([sum(row.rewards) for row in rows]))
         result["turns_mean"] = float(np.mean([len(row.rewards) for row in rows]))
         return result
-
-    def evaluate(self, state: GRPOState, key: jax.Array, num_episodes: int) -> dict[str, Any]:
-        """`jaxrl eval`: `play_episodes` per agent on the first `num_episodes` held-out
-        prompts (0: all)."""
-        examples = self.task.eval_examples()
-        examples = examples[:num_episodes] if num_episodes else examples
-        per_agent = [
-            self.play_episodes(self.merged_params(agent(state, i)), examples, key)
-            for i in range(int(state.update_step.shape[0]))
-        ]
-        return {name: np.asarray([r[name] for r in per_agent]) for name in per_agent[0]}
-
-    def finish(self, state: GRPOState, run_dir: Any) -> dict[str, Any]:
-        """Held-out episode results after training (mean over agents) and of the starting
-        model (`_before`, when training started from a `model`); agent 0's model."""
-        key = jax.random.key(self.config.split_seed)
-        after = self.evaluate(state, key, 0)
-        summary: dict[str, Any] = {f"{name}_after": float(np.mean(v)) for name, v in after.items()}
-        summary["pass@1_after_per_agent"] = after["pass@1"].tolist()
-        start = self.load_params()
-        if start is not None:
-            before = self.play_episodes(start, self.task.eval_examples(), key)
-            summary.update({f"{name}_before": value for name, value in before.items()})
-        summary.update(self.export_agent0(state, run_dir))
-        return summary

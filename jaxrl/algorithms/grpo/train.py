@@ -508,19 +508,28 @@ class GRPO(LMAlgorithm):
         result["response_length_mean"] = float(np.mean(lengths))
         return result
 
+    def held_out_metrics(
+        self, params: Any, examples: Sequence[tasks.Example], key: jax.Array
+    ) -> dict[str, float]:
+        """What `evaluate` and `finish` report for one agent's plain model parameters:
+        `pass_at_k` (multi-turn GRPO: held-out episodes)."""
+        return self.pass_at_k(params, examples, key)
+
     def evaluate(self, state: GRPOState, key: jax.Array, num_episodes: int) -> dict[str, Any]:
-        """`jaxrl eval`: pass@k per agent on the first `num_episodes` held-out prompts."""
+        """`jaxrl eval`: `held_out_metrics` (pass@k) per agent on the first `num_episodes`
+        held-out prompts (0: all)."""
         examples = self.task.eval_examples()
         examples = examples[:num_episodes] if num_episodes else examples
         per_agent = [
-            self.pass_at_k(self.merged_params(agent(state, i)), examples, key)
+            self.held_out_metrics(self.merged_params(agent(state, i)), examples, key)
             for i in range(int(state.update_step.shape[0]))
         ]
         return {name: np.asarray([r[name] for r in per_agent]) for name in per_agent[0]}
 
     def finish(self, state: GRPOState, run_dir: Any) -> dict[str, Any]:
-        """Held-out pass@k after training (mean over agents) and of the starting model
-        (`_before`, when training started from a `model`), and agent 0's exported model."""
+        """Held-out pass@k (`held_out_metrics`) after training (mean over agents) and of
+        the starting model (`_before`, when training started from a `model`), and agent
+        0's exported model."""
         examples = self.task.eval_examples()
         key = jax.random.key(self.config.split_seed)
         after = self.evaluate(state, key, 0)
@@ -528,7 +537,7 @@ class GRPO(LMAlgorithm):
         summary["pass@1_after_per_agent"] = after["pass@1"].tolist()
         start = self.load_params()
         if start is not None:
-            before = self.pass_at_k(start, examples, key)
+            before = self.held_out_metrics(start, examples, key)
             summary.update({f"{name}_before": value for name, value in before.items()})
         summary.update(self.export_agent0(state, run_dir))
         return summary
