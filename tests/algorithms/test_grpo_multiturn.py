@@ -325,3 +325,13 @@ def test_grpo_learns_to_use_the_feedback(warm_start):
     print(f"inside the allowed interval (vs chance): before {before}, after {after}")
     assert after[0] - after[1] >= 0.15, (before, after)
     assert result.summary["pass@1_after"] >= 0.5, result.summary
+
+
+def test_plain_grpo_refuses_a_multi_turn_task():
+    """GRPO(config) on a multi-turn task would silently train on first turns only."""
+    from jaxrl.algorithms.grpo import GRPOConfig
+    from jaxrl.algorithms.grpo.train import GRPO
+    from jaxrl.config import ConfigError
+
+    with pytest.raises(ConfigError, match="invalid task='guess'.*multi-turn"):
+        GRPO(GRPOConfig(task="guess").validate())

@@ -210,6 +210,8 @@ class MultiTurnGRPO(GRPO):
     constant L of `loss_agg=seq_mean_token_sum_norm`.
     """
 
+    multi_turn = True
+
     def __init__(self, config: GRPOConfig):
         super().__init__(config)
         c, task = self.config, self.task

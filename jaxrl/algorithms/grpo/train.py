@@ -82,10 +82,16 @@ class GRPO(LMAlgorithm):
     progress_unit = "samples"
     checkpoint_exclude = ("base_params", "ref_params")
     batch_field = "num_prompts"
+    multi_turn = False  # MultiTurnGRPO (multiturn.py) plays the episodes of multi-turn tasks
 
     def __init__(self, config: GRPOConfig):
         super().__init__(config)
         c = self.config
+        if tasks.is_multi_turn(c.task) and not self.multi_turn:
+            raise ConfigError(
+                f"invalid task={c.task!r}: a multi-turn task, which {type(self).__name__} "
+                "would train on first turns only; use grpo.make(config) (MultiTurnGRPO)"
+            )
         self.steps_per_update = c.completions_per_update
         self.num_updates = c.num_updates
         self.batch_rows = c.completions_per_update
