@@ -225,6 +225,19 @@ def print_table(
         )
 
 
+def settle(max_wait: float = 90.0, poll: float = 5.0) -> float:
+    """Sleeps until the 1-minute load average is at most `LOAD_WARNING` (at most
+    `max_wait` seconds); returns the seconds waited.
+
+    A worker that has just finished keeps the 1-minute average up for a while (two busy
+    threads leave ~2.0, which decays by e^-t/60), so without a pause a quiet machine
+    looks loaded to the next worker's check."""
+    start = time.monotonic()
+    while os.getloadavg()[0] > LOAD_WARNING and time.monotonic() - start < max_wait:
+        time.sleep(poll)
+    return time.monotonic() - start
+
+
 def warn_if_loaded(reason: str) -> float:
     """Warns on stderr when the 1-minute load average exceeds `LOAD_WARNING`; returns it."""
     load = os.getloadavg()[0]

@@ -66,6 +66,7 @@ from _harness import (
     WORKERS,
     run_metadata,
     run_worker,
+    settle,
     warn_if_loaded,
     write_results,
 )
@@ -329,7 +330,8 @@ def print_tables(result: dict[str, Any]) -> None:
             print(line)
             rescoring = result["jaxrl_rescoring_ms"].get(str(n))
             if name == "sampling" and group[0]["library"] == "jaxrl" and rescoring is not None:
-                print(f"  {'  of which re-scoring':<28}{rescoring:>12.1f}")
+                where = "in the loss (saved)" if result.get("jaxrl_rescores_in_loss") else ""
+                print(f"  {'  re-scoring ' + where:<28}{rescoring:>12.1f}")
         print(
             "  sampling phase alone: "
             + ", ".join(
@@ -392,6 +394,7 @@ def run_benchmark(args: argparse.Namespace, trl_python: Path | None) -> dict[str
                 if rep % 2:
                     jobs.reverse()
                 for python, script, job in jobs:
+                    settle()  # let the previous worker's load decay first
                     load = warn_if_loaded(LOADED_REASON)
                     print(
                         f"[repeat {rep + 1}/{args.repeats}] {script} max_new_tokens={n}", flush=True
@@ -447,6 +450,7 @@ def run_benchmark(args: argparse.Namespace, trl_python: Path | None) -> dict[str
         "ratios": judged,
         "jaxrl_compile_seconds": by_length(jax_runs, lambda r: sum(r["compile_seconds"].values())),
         "jaxrl_rescoring_ms": by_length(jax_runs, lambda r: 1e3 * r["rescoring_seconds"]),
+        "jaxrl_rescores_in_loss": all(r.get("rescores_in_loss", False) for r in jax_runs),
         "trl_logits_max_abs_diff": max((r["logits_max_abs_diff"] for r in trl_runs), default=None),
         "versions": {
             "jax": jax.__version__,

@@ -18,9 +18,10 @@ The story (`plan`):
    (`jaxrl.training.mesh.target_devices`), `state_sharding`, `batch_sharding`.
 5. Each step is compiled as the driver compiles it (`jax.jit(step, in_shardings,
    out_shardings, donate_argnums=0).lower(abstract).compile()`): a fused algorithm's
-   `update`; a staged one's `collect` (for LM RL: sampling with the KV cache, re-scoring,
-   the reference's log-probs) and `learn`, whose batch comes from running the host
-   `prepare`/`process` on dummy data of the right shapes.
+   `update`; a staged one's `collect` (for LM RL: sampling with the KV cache, the
+   reference's log-probs, and re-scoring unless the loss does it) and `learn`, whose
+   batch comes from running the host `prepare`/`process` on dummy data of the right
+   shapes.
 6. Per step and device: XLA's `memory_analysis()` (arguments, outputs, temporaries,
    peak), split into parameters, optimizer state, frozen parameters, other state, inputs
    and, where the step samples, the KV cache; the total against the chip's HBM; FLOPs and

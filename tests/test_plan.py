@@ -422,6 +422,8 @@ def test_tpu_plan_of_an_8b_grpo_step_is_fast_and_allocates_nothing() -> None:
     if quiet:
         assert wall < 300, (cpu, wall, report)
     assert report["max_rss"] < 4e9, report
+    print(f"8B plan: {cpu:.0f} CPU s, {wall:.0f} s wall, peak RSS {report['max_rss'] / 1e9:.2f} GB")
+    print(json.dumps(report["steps"], indent=1))
     learn = report["steps"]["learn"]
     # 8.03e9 float32 parameters over fsdp=16 (norms replicated): ~2.0 GB per device.
     assert 1.9e9 < learn["rows"]["parameters"] < 2.1e9, learn

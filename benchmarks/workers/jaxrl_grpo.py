@@ -9,8 +9,8 @@ times and XLA's FLOP count of the compiled learning step.
 
 The step is the driver's staged step (`jaxrl/training/driver.py`, `_StagedStepper.run`)
 on one agent, call for call: `prepare` (host: this update's prompts), the jitted
-`collect` (sampling with the KV cache, then re-scoring the completions for the trainer's
-log-probs and entropies; results copied to the host), `process` (host: decoding,
+`collect` (sampling with the KV cache; results copied to the host; the trainer's
+log-probs come from the loss's forward pass, see `rescoring_seconds`), `process` (host: decoding,
 rewards, the learning batch) and the jitted `learn` (advantages, one AdamW step; its
 metrics copied to the host). Both jitted phases are built as the driver builds them
 (`driver.agents_fn` for one agent, the state donated) and compiled ahead of time, so the
@@ -19,9 +19,11 @@ timed steps contain no compilation; `compile_seconds` reports `init`, `collect` 
 loop-weighted as `jaxrl plan` does it (`_learn_flops`). Phases: `sampling` = prepare +
 collect, `rewards` = process, `learning` = learn (the three add up to the step).
 
-`rescoring_seconds` times, outside the step, what `collect` spends re-scoring the
+`rescoring_seconds` times, outside the step, a separate re-scoring pass over the
 completions (`jaxrl.lm.token_logprobs` with entropies over the same tokens, jitted
-alone): TRL skips that forward pass when it samples and learns with the same weights.
+alone). With one AdamW step per update `collect` skips it (`rescores_in_loss`: the
+loss's forward pass provides those log-probs, as TRL does when it samples and learns
+with the same weights), so it is the time that saves; otherwise it is part of `collect`.
 """
 
 from __future__ import annotations
@@ -189,6 +191,7 @@ def main(args: dict) -> dict:
         **_learn_flops(learn, learn_jaxpr, matmul_cost),
         "collect_flops_xla": _xla_flops(collect),
         "rescoring_seconds": statistics.median(rescoring),
+        "rescores_in_loss": c.rescores_in_loss,
         "reward_mean": float(np.mean(batch["rewards"])),
         "params": int(sum(x.size for x in jax.tree.leaves(one))),
         "jax_backend": jax.default_backend(),

@@ -64,8 +64,12 @@ def first_update(algo):
 
 
 # ---------------------------------------------------------------------- sampling phase
-def test_collect_scores_completions_like_the_sampler(algo, first_update):
-    _, collected, _, _ = first_update
+def test_collect_scores_completions_like_the_sampler():
+    algo = make(kl_coef=0.1, fuse_rescoring=False)  # re-scores in collect
+    assert not algo.config.rescores_in_loss
+    state = algo.init(jax.random.key(0), algo.hyperparams())
+    inputs, _ = algo.prepare(algo.init_host_state(0, 1))
+    _, collected = jax.device_get(jax.jit(algo.collect)(state, agent0(inputs)))
     rows = algo.config.num_prompts * algo.config.group_size
     assert collected["tokens"].shape == (rows, algo.prompt_len + algo.max_new_tokens)
     mask = collected["completion_mask"]
@@ -77,6 +81,48 @@ def test_collect_scores_completions_like_the_sampler(algo, first_update):
         collected["ref_logp"] * mask, collected["old_logp"] * mask, atol=1e-6
     )
     assert (collected["old_entropy"][mask] > 0).all()
+
+
+def test_one_optimiser_step_per_update_rescores_in_the_loss(algo, first_update):
+    """By default (one epoch, one minibatch) collect skips the re-scoring pass: the
+    loss's forward pass runs on the sampling parameters and provides it."""
+    _, collected, batch, _ = first_update
+    assert algo.config.rescores_in_loss
+    assert "old_logp" not in collected and "old_entropy" not in collected
+    assert "ref_logp" in collected and "ref_logp" in batch and "sampler_logp" in batch
+    # Anything that reads the trainer's log-probs before the loss needs the separate pass.
+    for overrides in (
+        {"num_epochs": 2},
+        {"num_minibatches": 2},
+        {"kl_in_reward": True, "kl_coef": 0.1},
+        {"entropy_top_fraction": 0.5},
+        {"fuse_rescoring": False},
+    ):
+        config = cfg.replace(grpo.default_config(), **{**TINY, **overrides})
+        assert not config.rescores_in_loss, overrides
+
+
+def test_rescoring_in_the_loss_gives_the_same_update(algo, learn, first_update):
+    """The fused path (ratio against the loss's own stop-gradient log-probs) and the
+    separate re-scoring pass give the same parameters, loss and KL."""
+    state, _, batch, _ = first_update
+    batch = agent0(batch)
+    batch = {**batch, "rewards": jnp.asarray(np.arange(16) % 3, jnp.float32)}
+    logp, entropy = algo._completion_logprobs(
+        state.params, batch["tokens"], batch["mask"], with_entropy=True
+    )
+    separate = make(kl_coef=0.1, fuse_rescoring=False)
+    rescored = {**batch, "old_logp": logp, "old_entropy": entropy}
+    fused_state, fused = learn(state, batch)
+    separate_state, apart = jax.jit(separate.learn)(state, rescored)
+    for a, b in zip(
+        jax.tree.leaves(fused_state.params), jax.tree.leaves(separate_state.params), strict=True
+    ):
+        np.testing.assert_allclose(a, b, atol=2e-6)
+    for name in ("loss", "kl", "entropy", "grad_norm"):
+        np.testing.assert_allclose(fused[name], apart[name], rtol=1e-4, err_msg=name)
+    assert "logp_gap_sum" not in fused
+    assert 0 <= float(fused["logp_gap"]) < 1e-4 and float(apart["logp_gap"]) < 1e-4
 
 
 # ---------------------------------------------------------------------- rewards phase

@@ -90,6 +90,15 @@ class GRPOConfig(LMConfig):
     """Optimiser steps per epoch (the completions are split by row)."""
     micro_batches: int = 1
     """Gradient-accumulation steps per minibatch (same result, less activation memory)."""
+    fuse_rescoring: bool = True
+    """Re-score in the loss when one optimiser step uses the batch (False: in `collect`).
+
+    The trainer's log-probs of the sampled rows (the ratio's denominator) then come from
+    the loss's own forward pass, which runs on the sampling parameters when there is one
+    optimiser step per update (num_epochs = num_minibatches = 1) and nothing reads them
+    before the loss (no KL in the reward, entropy_top_fraction = 1). It saves the separate
+    re-scoring forward pass in `collect` (as TRL and verl do with one update per batch);
+    the ratio is then 1 with the same gradient, and `logp_gap` comes from the loss's pass."""
     lr: float = 2e-4
     """Peak learning rate (AdamW)."""
     weight_decay: float = 0.0
@@ -113,6 +122,17 @@ class GRPOConfig(LMConfig):
     @property
     def num_updates(self) -> int:
         return self.total_steps // self.completions_per_update
+
+    @property
+    def rescores_in_loss(self) -> bool:
+        """Whether the loss's forward pass is the re-scoring (see `fuse_rescoring`)."""
+        return (
+            self.fuse_rescoring
+            and self.num_epochs == 1
+            and self.num_minibatches == 1
+            and not self.kl_in_reward
+            and self.entropy_top_fraction >= 1
+        )
 
     def validate(self) -> GRPOConfig:
         """Raises `ConfigError` naming the first invalid field; returns self."""

@@ -10,9 +10,10 @@ One update is four phases of the shared driver's staged step:
     the KV cache (`jaxrl.lm.generate`), and re-scores them with the same parameters
     (`token_logprobs`, vocabulary in chunks): the trainer's log-probs (the importance
     ratio's denominator), token entropies, and the reference policy's log-probs when
-    there is a KL term. The sampler's own log-probs are kept too: their gap to the
-    trainer's is a metric (they differ only by numerics here, but not with a separate
-    inference engine).
+    there is a KL term. With one optimiser step per update the loss's own forward pass
+    is that re-scoring, and collect skips it (`GRPOConfig.fuse_rescoring`). The sampler's
+    own log-probs are kept too: their gap to the trainer's is a metric (they differ only
+    by numerics here, but not with a separate inference engine).
   * `process(collected, host_state)` (host): decodes, scores with the reward blocks
     (`jaxrl/rewards`; failures count and score 0), applies DAPO's overlong penalty and
     dynamic sampling, and logs the sampling metrics.
@@ -216,10 +217,13 @@ class GRPO(LMAlgorithm):
 
     def _rescore(self, state: GRPOState, params, tokens, mask) -> dict[str, jax.Array]:
         """The completions of rows `tokens` under the policy `params` that sampled them:
-        `old_logp` (the ratio's denominator) and `old_entropy`, and the reference's
-        `ref_logp` when there is a KL term; each (rows, completion length)."""
-        logp, entropy = self._completion_logprobs(params, tokens, mask, with_entropy=True)
-        scored = {"old_logp": logp, "old_entropy": entropy}
+        `old_logp` (the ratio's denominator) and `old_entropy`, unless the loss's forward
+        pass provides them (`config.rescores_in_loss`), and the reference's `ref_logp`
+        when there is a KL term; each (rows, completion length)."""
+        scored = {}
+        if not self.config.rescores_in_loss:
+            logp, entropy = self._completion_logprobs(params, tokens, mask, with_entropy=True)
+            scored = {"old_logp": logp, "old_entropy": entropy}
         if self.uses_reference:
             scored["ref_logp"] = self._completion_logprobs(
                 self._reference_params(state), tokens, mask
@@ -299,13 +303,12 @@ class GRPO(LMAlgorithm):
             )
         keep = select_groups(rewards, g, c.num_prompts)
         rows = (keep[:, None] * g + np.arange(g)).reshape(-1)
+        scored = ("sampler_logp", "old_logp", "old_entropy", "ref_logp")
         batch = {
             name: collected[name][rows]
-            for name in ("tokens", "mask", "completion_mask", "sampler_logp", "old_logp")
+            for name in ("tokens", "mask", "completion_mask", *scored)
+            if name in collected
         }
-        batch["old_entropy"] = collected["old_entropy"][rows]
-        if "ref_logp" in collected:
-            batch["ref_logp"] = collected["ref_logp"][rows]
         batch["rewards"] = rewards[rows]
         lengths = collected["lengths"][rows]
         kept_rewards = rewards[rows].reshape(-1, g)
@@ -369,11 +372,14 @@ class GRPO(LMAlgorithm):
         )
         metrics.update({name: value.mean() for name, value in stats.items()})
         completion_tokens = jnp.sum(cmask)
+        if "old_logp" in batch:
+            gap = jnp.sum(jnp.abs(batch["sampler_logp"] - batch["old_logp"]) * cmask)
+        else:  # rescored by the loss (one optimiser step: the scan's mean is its value)
+            gap = metrics.pop("logp_gap_sum")
         metrics.update(
             tokens=completion_tokens * c.num_epochs,
             lr=hp.lr * lr_scale,
-            logp_gap=jnp.sum(jnp.abs(batch["sampler_logp"] - batch["old_logp"]) * cmask)
-            / jnp.maximum(completion_tokens, 1.0),
+            logp_gap=gap / jnp.maximum(completion_tokens, 1.0),
         )
         state = self._with_learner(state, learner, opt_state)
         return state.replace(key=key, update_step=state.update_step + 1), metrics
@@ -415,7 +421,7 @@ class GRPO(LMAlgorithm):
 
     # Metrics of `_loss` that are a micro-batch's share of the minibatch's (summed over
     # micro-batches); the others are averaged.
-    summed_loss_metrics: tuple[str, ...] = ("loss",)
+    summed_loss_metrics: tuple[str, ...] = ("loss", "logp_gap_sum")
 
     def _accumulated_grads(self, params, state: GRPOState, minibatch: dict[str, jax.Array]):
         """Gradient of one minibatch's loss, summed over `micro_batches` slices that each
@@ -446,20 +452,25 @@ class GRPO(LMAlgorithm):
             batch["mask"],
             with_entropy=True,
         )
+        cmask = batch["completion_mask"].astype(jnp.float32)
+        stats = {}
+        old_logp = batch.get("old_logp")
+        if old_logp is None:  # `config.rescores_in_loss`: this pass is the re-scoring
+            old_logp = jax.lax.stop_gradient(logp)
+            stats["logp_gap_sum"] = jnp.sum(jnp.abs(batch["sampler_logp"] - old_logp) * cmask)
         per_token, diagnostics = losses.policy_loss(
             c.policy_loss,
             logp,
-            batch["old_logp"],
+            old_logp,
             batch["advantages"],
             batch["loss_mask"],
             eps_low=hp.eps_low,
             eps_high=hp.eps_high,
             dual_clip_c=c.dual_clip_c,
         )
-        cmask = batch["completion_mask"].astype(jnp.float32)
-        stats = dict(diagnostics)
+        stats.update(diagnostics)
         if self.uses_reference:
-            kl = losses.kl_estimate(logp, batch["ref_logp"], c.kl, batch["old_logp"])
+            kl = losses.kl_estimate(logp, batch["ref_logp"], c.kl, old_logp)
             stats["kl"] = jnp.sum(jax.lax.stop_gradient(kl) * cmask) / jnp.maximum(cmask.sum(), 1)
             if not c.kl_in_reward:
                 per_token = per_token + hp.kl_coef * kl

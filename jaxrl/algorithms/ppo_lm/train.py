@@ -62,7 +62,7 @@ class PPOLM(GRPO):
 
     name = "ppo-lm"
     sweepable = SWEEPABLE
-    summed_loss_metrics = ("loss", "policy_loss", "value_loss")
+    summed_loss_metrics = ("loss", "logp_gap_sum", "policy_loss", "value_loss")
 
     def __init__(self, config: PPOLMConfig):
         super().__init__(config)
