@@ -13,7 +13,7 @@ import pytest
 
 from jaxrl import config as cfg
 from jaxrl.algorithms import dreamer
-from jaxrl.algorithms.dreamer import losses
+from jaxrl.algorithms.dreamer import losses, tricks
 from jaxrl.training.checkpoint import tree_fingerprint
 from jaxrl.training.driver import RunConfig, train
 
@@ -101,6 +101,17 @@ def random_sequences(algo: dreamer.Dreamer, batch: int, length: int, seed: int =
     )
 
 
+def with_certain_posterior(algo: dreamer.Dreamer, params: dict) -> dict:
+    """`params` with a posterior that puts all its mass on class 0 of every latent, so
+    the latents are the same whatever the key (the config needs `unimix=0`)."""
+    wm_params = params["world_model"]
+    post = jax.tree.map(jnp.zeros_like, wm_params["posterior"])
+    bias = np.full(post["params"]["Dense_0"]["bias"].shape, -1e4, np.float32)
+    bias[:: algo.world_model.num_classes] = 1e4  # class 0 of every latent
+    post["params"]["Dense_0"]["bias"] = jnp.asarray(bias)
+    return {**params, "world_model": {**wm_params, "posterior": post}}
+
+
 @pytest.mark.parametrize("posterior", ["history", "observation"])
 def test_observe_resets_h_at_episode_starts_and_hands_the_heads_the_next_state(posterior):
     algo = make(posterior=posterior)
@@ -122,16 +133,8 @@ def test_acting_step_by_step_follows_the_training_pass():
     `observe` computes for the same observations, actions and latents."""
     algo = make(posterior="observation", backbone="ssm", unimix=0.0)
     wm = algo.world_model
-    params = jax.jit(algo.init_params)(jax.random.key(0))
+    params = with_certain_posterior(algo, jax.jit(algo.init_params)(jax.random.key(0)))
     seq = random_sequences(algo, 2, 6)
-    # Force deterministic latents: a posterior that puts all mass on class 0.
-    wm_params = params["world_model"]
-    post = wm_params["posterior"]
-    post = jax.tree.map(jnp.zeros_like, post)
-    bias = np.full(post["params"]["Dense_0"]["bias"].shape, -1e4, np.float32)
-    bias[:: wm.num_classes] = 1e4  # class 0 of every latent
-    post["params"]["Dense_0"]["bias"] = jnp.asarray(bias)
-    params["world_model"] = {**wm_params, "posterior": post}
     out = jax.jit(wm.observe)(
         params["world_model"], seq.obs, seq.action, seq.is_first, jax.random.key(1)
     )
@@ -156,6 +159,134 @@ def test_acting_step_by_step_follows_the_training_pass():
     np.testing.assert_array_equal(argmax, 0)  # the posterior is the forced one
     np.testing.assert_allclose(hs, out["h"], atol=1e-5)
     np.testing.assert_allclose(ys, out["next_h"], atol=1e-5)
+
+
+# ----------------------------------------------------------------------------- inspection
+
+open_loop = jax.jit(dreamer.Dreamer.open_loop, static_argnames=("self", "context"))
+
+
+def one_episode(algo: dreamer.Dreamer, length: int, seed: int = 0) -> losses.Sequences:
+    """A random `[T, ...]` trajectory that starts an episode and never starts another."""
+    seq = random_sequences(algo, 1, length, seed)
+    seq = seq._replace(is_first=jnp.zeros_like(seq.is_first).at[:, 0].set(True))
+    return jax.tree.map(lambda x: x[0], seq)
+
+
+@pytest.mark.parametrize("posterior", ["history", "observation"])
+def test_open_loop_with_the_whole_context_decodes_the_training_pass(posterior):
+    """context = T: no imagination; the predictions are the decoder and the heads on
+    the posterior states that training computes (`observe`, as the world-model loss)."""
+    algo = make(posterior=posterior, unimix=0.0)
+    wm = algo.world_model
+    params = with_certain_posterior(algo, jax.jit(algo.init_params)(jax.random.key(0)))
+    seq = random_sequences(algo, 3, 8)
+    pred = open_loop(algo, params, seq.obs, seq.action, seq.is_first, 8, jax.random.key(1))
+    p = params["world_model"]
+    out = wm.observe(p, seq.obs, seq.action, seq.is_first, jax.random.key(2))
+    decoded = tricks.symexp(wm.decode(p, out["h"], out["z"]))
+    np.testing.assert_allclose(pred["obs"], decoded, rtol=1e-5, atol=1e-5)
+    cont = jax.nn.sigmoid(wm.cont_logit(p, out["next_h"]))
+    np.testing.assert_allclose(pred["cont"], cont, rtol=1e-5, atol=1e-6)
+    reward = tricks.twohot_mean(wm.reward_logits(p, out["next_h"]), algo.bins)
+    np.testing.assert_allclose(pred["reward"], reward, atol=1e-6)
+    # A shorter context reconstructs the same first steps (the latents are certain).
+    short = open_loop(algo, params, seq.obs, seq.action, seq.is_first, 5, jax.random.key(3))
+    np.testing.assert_allclose(short["obs"][:, :5], decoded[:, :5], rtol=1e-5, atol=1e-5)
+    assert not np.allclose(short["obs"][:, 5:], decoded[:, 5:], atol=1e-3)  # imagined
+
+
+@pytest.mark.parametrize("posterior", ["history", "observation"])
+def test_open_loop_imagines_under_the_given_actions_without_the_later_observations(posterior):
+    algo = make(posterior=posterior)
+    params = jax.jit(algo.init_params)(jax.random.key(0))
+    seq, context, key = one_episode(algo, 10), 4, jax.random.key(1)
+    base = open_loop(algo, params, seq.obs, seq.action, seq.is_first, context, key)
+    # Another action at step `context`: the state h_{context+1} after it changes, so the
+    # predictions from step context + 1 on and the continuation of step `context` do.
+    other = seq.action.at[context].set(1 - seq.action[context])
+    changed = open_loop(algo, params, seq.obs, other, seq.is_first, context, key)
+    np.testing.assert_array_equal(changed["obs"][: context + 1], base["obs"][: context + 1])
+    np.testing.assert_array_equal(changed["cont"][:context], base["cont"][:context])
+    assert np.all(np.abs(changed["obs"][context + 1 :] - base["obs"][context + 1 :]).max(-1) > 0)
+    assert changed["cont"][context] != base["cont"][context]
+    # An action inside the context changes the first imagined step too.
+    earlier = seq.action.at[context - 1].set(1 - seq.action[context - 1])
+    moved = open_loop(algo, params, seq.obs, earlier, seq.is_first, context, key)
+    assert np.abs(moved["obs"][context] - base["obs"][context]).max() > 0
+    # The observations after the context are never seen.
+    unseen = seq.obs.at[context:].set(100.0)
+    blind = open_loop(algo, params, unseen, seq.action, seq.is_first, context, key)
+    np.testing.assert_array_equal(blind["obs"], base["obs"])
+
+
+def test_open_loop_shapes_batched_unbatched_and_continuous():
+    algo = make()
+    params = jax.jit(algo.init_params)(jax.random.key(0))
+    seq = random_sequences(algo, 3, 7)
+    key = jax.random.key(1)
+    batched = open_loop(algo, params, seq.obs, seq.action, seq.is_first, 2, key)
+    assert batched["obs"].shape == (3, 7, *algo.obs_shape)
+    assert batched["reward"].shape == batched["cont"].shape == (3, 7)
+    single = open_loop(algo, params, seq.obs[0], seq.action[0], seq.is_first[0], 2, key)
+    assert single["obs"].shape == (7, *algo.obs_shape)
+    assert single["reward"].shape == single["cont"].shape == (7,)
+    cont = single["cont"]
+    assert np.all((cont >= 0) & (cont <= 1)) and np.isfinite(single["obs"]).all()
+
+    pendulum = make("Pendulum-v1")
+    params = jax.jit(pendulum.init_params)(jax.random.key(0))
+    actions = jnp.linspace(-1.0, 1.0, 6)[:, None]  # [T, 1] in the actor's box
+    obs = jnp.zeros((6, *pendulum.obs_shape))
+    is_first = jnp.arange(6) == 0
+    out = open_loop(pendulum, params, obs, actions, is_first, 3, key)
+    assert out["obs"].shape == (6, *pendulum.obs_shape) and out["cont"].shape == (6,)
+
+
+def test_open_loop_rejects_a_bad_context_or_shape_naming_it():
+    algo = make()
+    params = jax.jit(algo.init_params)(jax.random.key(0))
+    seq = one_episode(algo, 6)
+    key = jax.random.key(1)
+    for context in (0, -1, 7, 2.5):
+        with pytest.raises(cfg.ConfigError, match=rf"invalid context={context}.*\[1, T = 6\]"):
+            algo.open_loop(params, seq.obs, seq.action, seq.is_first, context, key)
+    with pytest.raises(ValueError, match="invalid action shape"):
+        algo.open_loop(params, seq.obs, seq.action[:5], seq.is_first, 2, key)
+    with pytest.raises(ValueError, match="invalid is_first shape"):
+        algo.open_loop(params, seq.obs, seq.action, seq.is_first[None], 2, key)
+    with pytest.raises(ValueError, match="invalid obs shape"):
+        algo.open_loop(params, seq.obs[..., :3], seq.action, seq.is_first, 2, key)
+
+
+def test_rollout_records_what_the_policy_did_in_one_environment():
+    """Greedy actions of a rollout are the actor's mode on the posterior states of the
+    recorded trajectory, and the episode bookkeeping is the replay buffer's."""
+    algo = make(unimix=0.0)
+    params = with_certain_posterior(algo, jax.jit(algo.init_params)(jax.random.key(0)))
+    rollout = jax.jit(algo.rollout, static_argnames=("num_steps", "deterministic"))
+    rec = rollout(params, jax.random.key(1), 60)
+    assert rec.obs.shape == (60, *algo.obs_shape) and rec.action.shape == (60,)
+    is_first, terminated = np.asarray(rec.is_first), np.asarray(rec.terminated)
+    assert is_first[0] and terminated.any()  # an untrained CartPole agent falls within 60
+    # CartPole: no time limit within 60 steps, so an episode starts right after each end.
+    np.testing.assert_array_equal(is_first[1:], terminated[:-1])
+    np.testing.assert_array_equal(rec.reward, 1.0)
+    out = algo.world_model.observe(
+        params["world_model"],
+        rec.obs[None],
+        rec.action[None],
+        rec.is_first[None],
+        jax.random.key(2),
+    )
+    features = jnp.concatenate([out["h"], out["z"]], -1)[0]
+    np.testing.assert_array_equal(algo.actor.apply(params["actor"], features).mode(), rec.action)
+    again = rollout(params, jax.random.key(1), 60)
+    np.testing.assert_array_equal(again.obs, rec.obs)
+    sampled = rollout(params, jax.random.key(1), 60, deterministic=False)
+    assert sampled.obs.shape == rec.obs.shape
+    with pytest.raises(cfg.ConfigError, match="invalid num_steps=0"):
+        algo.rollout(params, jax.random.key(1), 0)
 
 
 # ----------------------------------------------------------------------------- updates

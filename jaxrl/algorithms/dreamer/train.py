@@ -16,7 +16,9 @@ World Models") on the fused step of the algorithm contract. One `update`:
    regulariser); move the slow critic.
 
 The networks are in `networks.py` (the backbone is `jaxrl.nn.backbones`), the
-losses in `losses.py`, the robustness tricks in `tricks.py`.
+losses in `losses.py`, the robustness tricks in `tricks.py`. `Dreamer.rollout` and
+`Dreamer.open_loop` inspect a trained agent: a recorded trajectory, and the world
+model's open-loop prediction of it from a few steps of context.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import struct
 
@@ -386,6 +389,164 @@ class Dreamer(Algorithm):
         traj = jax.lax.stop_gradient(traj)
         traj["features"] = jnp.concatenate([traj["features"], jax.lax.stop_gradient(last)], 0)
         return traj
+
+    # ------------------------------------------------------------------ inspection
+    def rollout(
+        self, params: Any, key: jax.Array, num_steps: int, deterministic: bool = True
+    ) -> Sequences:
+        """`num_steps` steps of the policy in one fresh environment, recorded the way
+        replay stores them (`Sequences`, every field `[num_steps, ...]`): step t holds the
+        observation, whether it starts an episode, the agent's action (in the actor's
+        space: an index, or a point of [-1, 1]^d, as `open_loop` and `observe` take it)
+        and the reward and termination that followed. The environment resets itself
+        after an end, so a later `is_first` marks where the next episode starts.
+
+        Why: evaluation keeps only returns, and a world model is inspected on a whole
+        recorded trajectory (`open_loop`). `params` are one agent's: a trained state is
+        stacked over agents, so take `jax.tree.map(lambda x: x[i], state.params)`.
+        Jittable with `num_steps` and `deterministic` static; `deterministic` acts with
+        the actor's mode (as evaluation does), otherwise it samples (as training does).
+        """
+        cfg.check(_is_int(num_steps) and num_steps >= 1, "num_steps", num_steps, "an int >= 1")
+        num_steps = int(num_steps)
+        k_reset, k_run = prng.split(key)
+        obs, env_state = acting.reset_envs(self.env, self.env_params, k_reset, 1)
+        init = (obs, env_state, self.eval_carry(1), jnp.ones((1,), jnp.bool_))
+
+        def step(c, key):
+            obs, env_state, carry, is_first = c
+            k_act, k_env = prng.split(key)
+            action, carry = self.policy(params, obs, carry, is_first, k_act, deterministic)
+            next_obs, env_state, reward, terminated, truncated, _ = acting.step_envs(
+                self.env, self.env_params, k_env, env_state, self.to_env_action(action)
+            )
+            record = Sequences(
+                obs=obs,
+                action=action,
+                reward=reward.astype(jnp.float32),
+                is_first=is_first,
+                terminated=terminated,
+            )
+            return (next_obs, env_state, carry, jnp.logical_or(terminated, truncated)), record
+
+        _, steps = jax.lax.scan(step, init, prng.split(k_run, num_steps))
+        return jax.tree.map(lambda x: x[:, 0], steps)  # [T, 1, ...] -> [T, ...]
+
+    def open_loop(
+        self,
+        params: Any,
+        obs: jax.Array,
+        action: jax.Array,
+        is_first: jax.Array,
+        context: int,
+        key: jax.Array,
+    ) -> dict[str, jax.Array]:
+        """The world model's open-loop prediction of a recorded trajectory.
+
+        Given one trajectory `[T, ...]` (or a batch `[B, T, ...]`, laid out as
+        `Sequences`/`rollout`: the action of step t is the one taken after `obs[t]`):
+
+        1. the posterior over the first `context` steps, as training computes it
+           (`WorldModel.observe`: the model sees those observations);
+        2. from the last posterior state, `T - context` imagined steps under the
+           recorded actions `action[context - 1:]`, with latents sampled from the prior
+           (`WorldModel.imagine_step`, as imagination in training does, but with the
+           given actions instead of the actor's): the model sees no more observations;
+        3. every step's features decoded.
+
+        Returns `obs` (`[..., T, *obs_shape]`: `symexp` of the decoder, so in
+        observation space), `reward` (`[..., T]`, the expected two-hot reward that
+        followed each step) and `cont` (`[..., T]`, the probability that the episode
+        continues after it), each with the input's batch axes. Steps `< context` are
+        reconstructions, the rest predictions.
+
+        Why: how far ahead the imagined trajectories stay close to real ones is what
+        the actor's training relies on; DreamerV3 (Hafner et al. 2023, "Mastering
+        Diverse Domains through World Models", fig. 5 and appendix) shows its world
+        model the same way, as open-loop video predictions from a few context frames.
+        The imagined part ignores later `is_first` flags (the model cannot see an
+        episode start coming): pass one episode, or cut at its end.
+
+        `context` is an int in [1, T] (static under `jax.jit`); `key` draws the
+        latents (a different key, a different imagined future).
+        """
+        wm, wm_params = self.world_model, params["world_model"]
+        obs, action, is_first, batched = self._check_trajectory(obs, action, is_first)
+        length = is_first.shape[1]
+        cfg.check(
+            _is_int(context) and 1 <= context <= length,
+            "context",
+            context,
+            f"an int in [1, T = {length}] (the steps the posterior sees before imagining)",
+        )
+        context = int(context)
+        k_observe, k_imagine = prng.split(key)
+        post = wm.observe(
+            wm_params,
+            obs[:, :context],
+            action[:, :context],
+            is_first[:, :context],
+            k_observe,
+        )
+        last = lambda x: x[:, context - 1]  # noqa: E731
+        start = (jax.tree.map(last, post["carry"]), last(post["z"]), last(post["is_first"]))
+
+        def step(carry, inputs):
+            backbone, z, reset = carry
+            action_t, k_t = inputs
+            backbone, h, z = wm.imagine_step(wm_params, backbone, z, action_t, reset, k_t)
+            return (backbone, z, jnp.zeros_like(reset)), (h, z)
+
+        # Actions a_{c-1} .. a_{T-1} give h_c .. h_T (and z_c .. z_T from the prior).
+        actions = jnp.swapaxes(action[:, context - 1 :], 0, 1)
+        keys = prng.split(k_imagine, length - context + 1)
+        _, imagined = jax.lax.scan(step, start, (actions, keys))
+        h_im, z_im = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), imagined)
+        # Step t's model state is (h_t, z_t); its reward and continuation read h_{t+1}.
+        # observe's next_h of step c-1 is h_im[:, 0] (the same backbone step).
+        h = jnp.concatenate([post["h"], h_im[:, :-1]], axis=1)
+        z = jnp.concatenate([post["z"], z_im[:, :-1]], axis=1)
+        next_h = jnp.concatenate([post["next_h"], h_im[:, 1:]], axis=1)
+        out = {
+            "obs": tricks.symexp(wm.decode(wm_params, h, z)),
+            "reward": tricks.twohot_mean(wm.reward_logits(wm_params, next_h), self.bins),
+            "cont": jax.nn.sigmoid(wm.cont_logit(wm_params, next_h)),
+        }
+        return out if batched else jax.tree.map(lambda x: x[0], out)
+
+    def _check_trajectory(
+        self, obs: Any, action: Any, is_first: Any
+    ) -> tuple[jax.Array, jax.Array, jax.Array, bool]:
+        """`open_loop`'s inputs with a batch axis (added if absent), shapes checked
+        against the observation and action spaces; also whether they had one."""
+        obs, action, is_first = jnp.asarray(obs), jnp.asarray(action), jnp.asarray(is_first)
+        n = len(self.obs_shape)
+        if obs.ndim not in (n + 1, n + 2) or tuple(obs.shape[obs.ndim - n :]) != self.obs_shape:
+            raise ValueError(
+                f"invalid obs shape {tuple(obs.shape)}: expected [T, *{self.obs_shape}] or "
+                f"[B, T, *{self.obs_shape}]"
+            )
+        lead = tuple(obs.shape[: obs.ndim - n])
+        action_shape = lead if self.discrete else (*lead, self.action_dim)
+        if tuple(action.shape) != action_shape:
+            raise ValueError(
+                f"invalid action shape {tuple(action.shape)}: expected {action_shape} "
+                f"(obs has leading axes {lead})"
+            )
+        if tuple(is_first.shape) != lead:
+            raise ValueError(
+                f"invalid is_first shape {tuple(is_first.shape)}: expected {lead} "
+                f"(obs has leading axes {lead})"
+            )
+        batched = len(lead) == 2
+        if not batched:
+            obs, action, is_first = obs[None], action[None], is_first[None]
+        return obs, action, is_first.astype(jnp.bool_), batched
+
+
+def _is_int(x: Any) -> bool:
+    """A Python or NumPy integer (not a bool, not an array or a traced value)."""
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
 
 
 def _backbone_options(c: DreamerConfig) -> dict[str, Any]:
