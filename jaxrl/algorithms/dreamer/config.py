@@ -21,6 +21,8 @@ SWEEPABLE = ("model_lr", "actor_lr", "critic_lr", "entropy_coef", "gamma", "lam"
 BACKBONES = ("gru", "transformer", "ssm")
 # Where the posterior z_t gets its context (see `DreamerConfig.posterior`).
 POSTERIORS = ("auto", "history", "observation")
+# Image encoder and decoder (see `DreamerConfig.image_net`).
+IMAGE_NETS = ("minatar", "dreamerv3")
 
 # Model sizes as data: the widths of every part. The names follow DreamerV3's
 # XS/S/M; the sizes are smaller than the paper's (its XS has a 256-unit GRU with
@@ -32,6 +34,11 @@ MODEL_SIZES: dict[str, dict[str, int]] = {
     "xs": {"units": 128, "layers": 2, "hidden_size": 128, "num_latents": 16, "num_classes": 16},
     "s": {"units": 256, "layers": 2, "hidden_size": 256, "num_latents": 32, "num_classes": 16},
     "m": {"units": 512, "layers": 3, "hidden_size": 512, "num_latents": 32, "num_classes": 32},
+    # DreamerV3's own smallest preset (`size1m` of the dreamer 3.3.1 code: 32 latents
+    # of 4 classes, 64 units), for benchmarks/dreamer_throughput.py's matched-shape row
+    # (with image_net="dreamerv3" and conv_depth=4). Its recurrent state is 512 wide but
+    # block-diagonal (8 blocks); our dense GRU matches its size and arithmetic at 256.
+    "1m": {"units": 64, "layers": 2, "hidden_size": 256, "num_latents": 32, "num_classes": 4},
 }
 
 
@@ -130,7 +137,18 @@ class DreamerConfig:
     return_norm_decay: float = 0.99
     """EMA decay of the 5th and 95th return percentiles that normalise advantages."""
     conv_depth: int = 16
-    """Channels of the first convolution of the image encoder (image observations)."""
+    """Image observations: channels of the first convolution of the "minatar" encoder,
+    or the base depth of the "dreamerv3" one (its four stages have conv_depth x 2, 3, 4
+    and 4 channels; DreamerV3's smallest preset uses 4)."""
+    image_net: str = "minatar"
+    """Image encoder and decoder (image observations only). "minatar": two 3x3
+    convolutions and a dense decoder, for MinAtar's 10x10 frames. "dreamerv3": DreamerV3's
+    conv stack (Hafner et al. 2023; the dreamer 3.3.1 code's `rssm.Encoder`/`Decoder`):
+    four stages of a 5x5 convolution and a 2x2 max-pool (RMSNorm, SiLU) down to 1/16 of
+    the frame (4x4 for 64x64 frames), and a mirrored decoder of 2x upsampling and 5x5
+    convolutions; height and width must be multiples of 16, pixels in [0, 1]. Its
+    convolutions run in the forms `jaxrl.nn.conv` measured fastest on CPU (the same
+    arithmetic as the plain convolutions)."""
 
     @property
     def sizes(self) -> dict[str, int]:
@@ -174,6 +192,7 @@ class DreamerConfig:
         )
         cfg.check_choice(self, "backbone", BACKBONES)
         cfg.check_choice(self, "posterior", POSTERIORS)
+        cfg.check_choice(self, "image_net", IMAGE_NETS)
         cfg.check_choice(self, "model_size", tuple(MODEL_SIZES))
         cfg.check_range(self, "gamma", 0.0, 1.0)
         cfg.check_range(self, "lam", 0.0, 1.0)

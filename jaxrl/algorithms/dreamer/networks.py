@@ -4,7 +4,7 @@ backbone, decoder, reward and continuation heads), the actor and the critic.
 The world model is DreamerV3's (Hafner et al. 2023, sec. 2 and appendix) with the
 recurrent core replaced by any `jaxrl.nn.backbones` backbone:
 
-    e_t = enc(obs_t)                                  symlog vector MLP or a small conv stack
+    e_t = enc(obs_t)                                  symlog vector MLP or a conv stack
     h_t = backbone output after (z_{t-1}, a_{t-1})    zeros at the start of an episode
     z_t ~ q(z_t | h_t, e_t)  ("history")              categorical latents with 1% unimix,
           q(z_t | e_t)       ("observation")          straight-through gradients
@@ -34,10 +34,12 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from jaxrl import config as cfg
 from jaxrl import prng
-from jaxrl.nn import Categorical, DiagGaussian, backbones
+from jaxrl.nn import Categorical, DiagGaussian, backbones, conv
 
 from . import tricks
+from .config import IMAGE_NETS
 
 
 class DenseStack(nn.Module):
@@ -74,6 +76,70 @@ class Encoder(nn.Module):
             x = nn.silu(nn.LayerNorm()(x))
         x = x.reshape(*lead, -1)
         return DenseStack(self.units, 1)(x)
+
+
+# DreamerV3's image stack (`image_net="dreamerv3"`): channel multipliers of the four
+# stages and the kernel width (dreamer 3.3.1's configs.yaml: `mults: [2, 3, 4, 4]`,
+# `kernel: 5`; each stage halves the resolution, so frames shrink 16x).
+V3_MULTS = (2, 3, 4, 4)
+V3_KERNEL = 5
+
+
+class ConvEncoder(nn.Module):
+    """DreamerV3's image encoder (Hafner et al. 2023; dreamer 3.3.1, `rssm.Encoder` with
+    `strided: False`): pixels in [0, 1] shifted to [-0.5, 0.5], then per stage a 5x5
+    convolution, a 2x2 max-pool, RMSNorm and SiLU, with `depth * (2, 3, 4, 4)` channels;
+    the last feature map (e.g. 4x4x16 at depth 4 for 64x64 frames) flattened is the
+    embedding. `impl` is the form of conv + pool (`jaxrl.nn.conv.conv_pool`; all forms
+    compute the same function with the same parameters)."""
+
+    depth: int
+    impl: str = conv.FAST_POOL
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> jax.Array:
+        lead = obs.shape[:-3]
+        x = obs.reshape(-1, *obs.shape[-3:]).astype(jnp.float32) - 0.5
+        for i, mult in enumerate(V3_MULTS):
+            shape = (V3_KERNEL, V3_KERNEL, x.shape[-1], self.depth * mult)
+            kernel = self.param(f"conv{i}", nn.initializers.lecun_normal(), shape)
+            x = conv.conv_pool(x, kernel, self.impl)
+            x = nn.silu(nn.RMSNorm(name=f"norm{i}")(x))
+        return x.reshape(*lead, -1)
+
+
+class ConvDecoder(nn.Module):
+    """DreamerV3's image decoder (dreamer 3.3.1, `rssm.Decoder` with `strided: False`),
+    mirroring `ConvEncoder`: a dense layer to the smallest feature map
+    (`obs_shape / 16` x `depth * 4`), RMSNorm and SiLU, then per stage 2x nearest
+    upsampling and a 5x5 convolution (RMSNorm, SiLU) with `depth * (4, 3, 2)` channels,
+    and a last upsampling + 5x5 convolution to the image's channels: the observation in
+    symlog space, as `Decoder`. (The official decoder's dense layer is block-diagonal
+    over the recurrent state and ends in a sigmoid on pixels; the convolutions, which
+    are most of the arithmetic, are the same.) `impl`: `jaxrl.nn.conv.upsample_conv`."""
+
+    depth: int
+    obs_shape: tuple[int, ...]
+    impl: str = conv.FAST_UPSAMPLE
+
+    @nn.compact
+    def __call__(self, features: jax.Array) -> jax.Array:
+        height, width, channels = self.obs_shape
+        factor = 2 ** len(V3_MULTS)
+        depths = [self.depth * m for m in V3_MULTS]
+        x = features.reshape(-1, features.shape[-1])
+        x = nn.Dense(height // factor * width // factor * depths[-1], use_bias=False)(x)
+        x = nn.silu(nn.RMSNorm()(x))
+        x = x.reshape(-1, height // factor, width // factor, depths[-1])
+        init = nn.initializers.lecun_normal()
+        for i, depth in reversed(list(enumerate(depths[:-1]))):
+            shape = (V3_KERNEL, V3_KERNEL, x.shape[-1], depth)
+            x = conv.upsample_conv(x, self.param(f"conv{i}", init, shape), self.impl)
+            x = nn.silu(nn.RMSNorm(name=f"norm{i}")(x))
+        shape = (V3_KERNEL, V3_KERNEL, x.shape[-1], channels)
+        x = conv.upsample_conv(x, self.param("out", init, shape), self.impl)
+        x = x + self.param("out_bias", nn.initializers.zeros, (channels,))
+        return x.reshape(*features.shape[:-1], *self.obs_shape)
 
 
 class Decoder(nn.Module):
@@ -199,6 +265,7 @@ class WorldModel:
         unimix: float,
         num_bins: int,
         conv_depth: int,
+        image_net: str = "minatar",
     ):
         self.obs_shape = obs_shape
         self.action_dim = action_dim
@@ -210,10 +277,25 @@ class WorldModel:
         self.hidden_size = sizes["hidden_size"]
         self.feature_size = self.hidden_size + self.latent_size
         image = len(obs_shape) == 3
-        self.encoder = Encoder(units, layers, image, conv_depth)
+        cfg.check(image_net in IMAGE_NETS, "image_net", image_net, f"one of {list(IMAGE_NETS)}")
+        self.encoder: nn.Module
+        self.decoder: nn.Module
+        if image and image_net == "dreamerv3":
+            factor = 2 ** len(V3_MULTS)
+            cfg.check(
+                obs_shape[0] % factor == 0 and obs_shape[1] % factor == 0,
+                "image_net",
+                image_net,
+                f"'minatar' for {obs_shape[0]}x{obs_shape[1]} frames ('dreamerv3' needs a "
+                f"height and width that are multiples of {factor})",
+            )
+            self.encoder = ConvEncoder(conv_depth)
+            self.decoder = ConvDecoder(conv_depth, obs_shape)
+        else:
+            self.encoder = Encoder(units, layers, image, conv_depth)
+            self.decoder = Decoder(units, layers, obs_shape)
         self.posterior = LatentHead(units, self.num_latents, self.num_classes, unimix)
         self.prior = LatentHead(units, self.num_latents, self.num_classes, unimix)
-        self.decoder = Decoder(units, layers, obs_shape)
         self.reward = TwoHotHead(units, layers, num_bins)
         self.cont = LogitHead(units, layers)
         self.backbone = backbones.make(
