@@ -222,6 +222,9 @@ class LMAlgorithm(Algorithm):
         else:
             self.tokenizer, model_config = _load_model_config(self.model_dir, c.dtype)
         self.model = Transformer(model_config, remat=c.remat)
+        # The mesh of the run (set by `make_mesh`): jitted steps use it to keep batch
+        # rows sharded where XLA would otherwise replicate them (`keep_rows_sharded`).
+        self.mesh: Mesh | None = None
         self.lora = (
             LoRAConfig(
                 targets="all-linear" if c.lora_targets == ("all-linear",) else c.lora_targets,
@@ -352,7 +355,25 @@ class LMAlgorithm(Algorithm):
             f"such that the {self.batch_rows} rows of a batch are a multiple of data x fsdp "
             f"= {rows} (the batch rows are split over them)",
         )
+        self.mesh = mesh
         return mesh
+
+    def keep_rows_sharded(self, tree: Any) -> Any:
+        """Constrains every leaf's first axis (batch rows of one agent) to the batch
+        sharding (`data x fsdp`) of the run's mesh; a no-op on one device.
+
+        Why: a gather by a traced index (`x[permutation]`, the shuffle before
+        minibatches) has no sharding XLA can infer from its operand, and XLA's SPMD
+        partitioner then replicates the result, so every later activation of the
+        learning step would be computed in full on every device. Inside `vmap` over
+        agents the agent axis stays unconstrained."""
+        mesh = self.mesh
+        if mesh is None or mesh.size == 1:
+            return tree
+        return jax.tree.map(
+            lambda x: jax.lax.with_sharding_constraint(x, lm_sharding.batch_sharding(mesh, x.ndim)),
+            tree,
+        )
 
     def state_sharding(self, abstract_state: Any, mesh: Mesh, num_agents: int) -> Any:
         """Parameters and optimiser moments by the LM rules (`jaxrl.lm.sharding`: FSDP
@@ -556,6 +577,19 @@ def _lm_leaf_sharding(path: tuple[Any, ...], leaf: Any, mesh: Mesh) -> NamedShar
     axes = lm_sharding.logical_axes(names, len(shape)) if names else (None,) * len(shape)
     per_agent = NamedSharding(mesh, lm_sharding.spec_for(axes, shape, mesh))
     return mesh_lib.with_agent_axis(per_agent)
+
+
+def split_rows(x: jax.Array, pieces: int) -> jax.Array:
+    """`(rows, ...) -> (pieces, rows // pieces, ...)`, piece i holding rows i, i + pieces,
+    i + 2 pieces, ... (minibatches, gradient-accumulation micro-batches).
+
+    Strided rather than contiguous: batch rows are sharded in contiguous blocks over the
+    mesh's `data x fsdp` devices, so a strided piece keeps an equal share of rows on
+    every device and a scan over pieces uses all of them at every step, with no
+    resharding; a contiguous piece would live on a few devices only. Which rows share a
+    piece does not matter to the results: minibatches come from a random permutation,
+    and micro-batch gradients are summed."""
+    return jnp.swapaxes(x.reshape(-1, pieces, *x.shape[1:]), 0, 1)
 
 
 def agent(state: Any, i: int) -> Any:

@@ -190,10 +190,14 @@ def test_micro_batches_give_the_same_update_and_the_first_loss_is_log_2(algo, st
     state, batch = start
     whole, metrics = jax.jit(algo.learn)(state, batch)
     accumulated, acc_metrics = jax.jit(make(micro_batches=4).learn)(state, batch)
+    # Adam's first step is lr * g / (|g| + eps): an element whose gradient is near eps
+    # moves by a fraction of lr that depends on the order of the float32 sums, so the
+    # parameters agree to 10% of one step (the gradient norms below agree to 1e-5).
+    step = algo.config.lr
     for a, b in zip(
         jax.tree.leaves(whole.params), jax.tree.leaves(accumulated.params), strict=True
     ):
-        np.testing.assert_allclose(a, b, atol=2e-6)
+        np.testing.assert_allclose(a, b, atol=0.1 * step)
     assert float(metrics["loss"]) == pytest.approx(math.log(2), abs=1e-6)
     assert float(metrics["reward_accuracy"]) == 0.5 and float(metrics["reward_margin"]) == 0.0
     for name in ("loss", "tokens", "logp_chosen", "reward_margin", "grad_norm"):

@@ -1,4 +1,4 @@
-"""A GRPO learning phase on 8 emulated CPU devices (FSDP, and FSDP x tensor) equals the
+"""A GRPO learning phase on 8 emulated CPU devices (data, FSDP, FSDP x tensor) equals the
 1-device one, with the parameters, Adam moments and the frozen reference sharded.
 
 As tests/algorithms/test_sft_multidevice.py: the work runs in a subprocess with
@@ -67,8 +67,10 @@ _SCRIPT = textwrap.dedent(
         placed = jax.device_put(batch, batch_shardings)
         step = jax.jit(jax.vmap(algo.learn), in_shardings=(shardings, batch_shardings),
                        out_shardings=(shardings, None))
-        state, metrics = step(start, placed)
-        return mesh, before, state, jax.device_get(metrics)
+        compiled = step.lower(start, placed).compile()
+        flops = compiled.cost_analysis()["flops"]  # per device
+        state, metrics = compiled(start, placed)
+        return mesh, before, state, jax.device_get(metrics), flops
 
     def flat(tree):
         return np.concatenate([np.ravel(x) for x in jax.tree.leaves(jax.device_get(tree))])
@@ -76,10 +78,10 @@ _SCRIPT = textwrap.dedent(
     def spec(x):
         return [list(a) if isinstance(a, tuple) else a for a in x.sharding.spec]
 
-    _, before, ref, ref_metrics = learn(1, 1, 1)
+    _, before, ref, ref_metrics, ref_flops = learn(1, 1, 1)
     report = {}
-    for name, (fsdp, tensor) in {"fsdp": (8, 1), "fsdp_tensor": (4, 2)}.items():
-        mesh, _, state, metrics = learn(fsdp, tensor, None)
+    for name, (fsdp, tensor) in {"data": (1, 1), "fsdp": (8, 1), "fsdp_tensor": (4, 2)}.items():
+        mesh, _, state, metrics, flops = learn(fsdp, tensor, None)
         layer = state.params["params"]["layers_0"]["self_attn"]["q_proj"]["kernel"]
         ref_layer = state.ref_params["params"]["layers_0"]["self_attn"]["q_proj"]["kernel"]
         mu = state.opt_state[1].mu["params"]["layers_0"]["self_attn"]["q_proj"]["kernel"]
@@ -90,6 +92,7 @@ _SCRIPT = textwrap.dedent(
             metrics={k: np.asarray(v).tolist() for k, v in metrics.items()},
             ref_metrics={k: np.asarray(v).tolist() for k, v in ref_metrics.items()},
             q_proj=spec(layer), ref_q_proj=spec(ref_layer), mu_q_proj=spec(mu),
+            flops=flops, ref_flops=ref_flops,
         )
     print("REPORT" + json.dumps(report))
     """
@@ -114,7 +117,7 @@ def report() -> dict:
     return json.loads(line.removeprefix("REPORT"))
 
 
-@pytest.mark.parametrize("case", ["fsdp", "fsdp_tensor"])
+@pytest.mark.parametrize("case", ["data", "fsdp", "fsdp_tensor"])
 def test_sharded_learning_phase_equals_the_one_device_one(report, case):
     r = report[case]
     assert r["params_max_change"] > 1e-4  # the update moved the parameters
@@ -128,6 +131,7 @@ def test_sharded_learning_phase_equals_the_one_device_one(report, case):
 
 
 def test_parameters_moments_and_reference_are_sharded(report):
+    assert report["data"]["mesh"] == {"data": 8, "fsdp": 1, "tensor": 1}
     assert report["fsdp"]["mesh"] == {"data": 1, "fsdp": 8, "tensor": 1}
     assert report["fsdp"]["q_proj"] == [None, "fsdp", None]
     assert report["fsdp_tensor"]["q_proj"] == [None, "fsdp", "tensor"]
@@ -135,3 +139,15 @@ def test_parameters_moments_and_reference_are_sharded(report):
         r = report[case]
         assert r["mu_q_proj"] == r["q_proj"]  # Adam's moments follow their parameter
         assert r["ref_q_proj"] == r["q_proj"]  # the frozen reference is sharded too
+
+
+@pytest.mark.parametrize("case", ["data", "fsdp", "fsdp_tensor"])
+def test_each_device_computes_only_its_share_of_the_rows(report, case):
+    """Per-device FLOPs of the compiled learning phase (XLA's cost analysis) are the
+    1-device step's divided by the devices the rows are split over (data x fsdp), with
+    room for the collectives. Without `keep_rows_sharded` the shuffled batch was
+    replicated and every device computed all of it (data=8: 8x the share)."""
+    r = report[case]
+    rows_split = r["mesh"]["data"] * r["mesh"]["fsdp"]
+    assert rows_split >= 4
+    assert r["flops"] <= 1.5 * r["ref_flops"] / rows_split, r

@@ -44,7 +44,7 @@ from flax import struct
 
 from jaxrl import config as cfg
 from jaxrl import tasks
-from jaxrl.algorithms.lm_common import LMAlgorithm, agent, encode_rows
+from jaxrl.algorithms.lm_common import LMAlgorithm, agent, encode_rows, split_rows
 from jaxrl.lm import Transformer, apply_lora, merge_lora, token_logprobs
 from jaxrl.tasks import preferences
 
@@ -182,7 +182,7 @@ class DPO(LMAlgorithm):
         gradient accumulated over `micro_batches` slices of pairs."""
         c, hp = self.config, state.hparams
         lr_scale = self.lr_scale(state.update_step)
-        micro = jax.tree.map(lambda x: x.reshape(c.micro_batches, -1, *x.shape[1:]), batch)
+        micro = jax.tree.map(lambda x: split_rows(x, c.micro_batches), batch)
         grad_fn = jax.grad(self._loss, has_aux=True)
 
         def step(total, piece):

@@ -52,7 +52,7 @@ from flax import struct
 
 from jaxrl import config as cfg
 from jaxrl import prng, tasks
-from jaxrl.algorithms.lm_common import LMAlgorithm, agent, encode_example
+from jaxrl.algorithms.lm_common import LMAlgorithm, agent, encode_example, split_rows
 from jaxrl.config import ConfigError
 from jaxrl.lm import decode_completions, generate, token_logprobs
 from jaxrl.rewards import blocks as reward_blocks
@@ -360,10 +360,8 @@ class GRPO(LMAlgorithm):
 
         def epoch(carry, key):
             order = jax.random.permutation(key, rows)
-            shuffled = jax.tree.map(lambda x: x[order], data)
-            minibatches = jax.tree.map(
-                lambda x: x.reshape(c.num_minibatches, -1, *x.shape[1:]), shuffled
-            )
+            shuffled = self.keep_rows_sharded(jax.tree.map(lambda x: x[order], data))
+            minibatches = jax.tree.map(lambda x: split_rows(x, c.num_minibatches), shuffled)
             return jax.lax.scan(minibatch_step, carry, minibatches)
 
         key, k_epochs = prng.split(state.key)
@@ -428,7 +426,7 @@ class GRPO(LMAlgorithm):
         use the whole minibatch's normaliser (so the sum is the minibatch's gradient)."""
         c = self.config
         normaliser = self._normaliser(minibatch)
-        micro = jax.tree.map(lambda x: x.reshape(c.micro_batches, -1, *x.shape[1:]), minibatch)
+        micro = jax.tree.map(lambda x: split_rows(x, c.micro_batches), minibatch)
         grad_fn = jax.grad(self._loss, has_aux=True)
 
         def step(total, piece):
