@@ -8,6 +8,7 @@ MinAtar game, are `-m full`; measured results are in benchmarks/README.md
 ("Dreamer learning").
 """
 
+import numpy as np
 import pytest
 
 from jaxrl import config as cfg
@@ -26,6 +27,33 @@ def test_gru_cartpole_beats_random_clearly_in_26k_steps():
     """832 updates (26,624 steps, about 4 min on 2 quiet cores); measured 110 here."""
     summary = _train("CartPole-v1", total_steps=26_624)
     assert summary["final_return_mean"] >= 50, summary
+
+
+@pytest.mark.slow
+def test_image_observations_are_reconstructed_after_brief_training():
+    """Pixel observations end to end (Breakout-MinAtar's 10x10x4 boolean frames through
+    the conv encoder, the replay buffer as bytes, the decoder): 150 gradient steps take
+    the reconstruction loss below a tenth of its untrained value (measured: 128.6 ->
+    7.9). Not yet below predicting every frame by the mean stored frame (1.36 on the
+    same data): that takes a longer run than CI affords."""
+    algo = dreamer.make(
+        cfg.replace(
+            dreamer.default_config("Breakout-MinAtar"),
+            model_size="xs",
+            total_steps=5_824,  # 182 updates of 32 steps; learning from update 32 on
+            learning_starts=1_024,
+            batch_size=8,
+            batch_length=32,
+            train_ratio=8.0,  # one gradient step per update
+            imagination_starts=64,
+        )
+    )
+    result = driver.train(algo, driver.RunConfig(num_seeds=1, progress=False, log_every=320))
+    decoder = [float(np.asarray(row["decoder_loss"]).item()) for row in result.metrics]
+    learning = [value for value in decoder if value > 0]  # rows before learning_starts are 0
+    assert len(learning) >= 10, decoder
+    assert learning[-1] < 0.1 * learning[0], decoder
+    assert max(learning[-3:]) < min(learning[:3]), decoder  # the last rows, not one lucky one
 
 
 @pytest.mark.full
