@@ -182,6 +182,8 @@ def test_open_loop_with_the_whole_context_decodes_the_training_pass(posterior):
     params = with_certain_posterior(algo, jax.jit(algo.init_params)(jax.random.key(0)))
     seq = random_sequences(algo, 3, 8)
     pred = open_loop(algo, params, seq.obs, seq.action, seq.is_first, 8, jax.random.key(1))
+    assert pred["obs"].shape == (3, 8, *algo.obs_shape)  # a batch in, a batch out
+    assert pred["reward"].shape == pred["cont"].shape == (3, 8)
     p = params["world_model"]
     out = wm.observe(p, seq.obs, seq.action, seq.is_first, jax.random.key(2))
     decoded = tricks.symexp(wm.decode(p, out["h"], out["z"]))
@@ -202,6 +204,8 @@ def test_open_loop_imagines_under_the_given_actions_without_the_later_observatio
     params = jax.jit(algo.init_params)(jax.random.key(0))
     seq, context, key = one_episode(algo, 10), 4, jax.random.key(1)
     base = open_loop(algo, params, seq.obs, seq.action, seq.is_first, context, key)
+    assert base["obs"].shape == (10, *algo.obs_shape)  # one trajectory in, one out
+    assert base["reward"].shape == base["cont"].shape == (10,)
     # Another action at step `context`: the state h_{context+1} after it changes, so the
     # predictions from step context + 1 on and the continuation of step `context` do.
     other = seq.action.at[context].set(1 - seq.action[context])
@@ -220,27 +224,20 @@ def test_open_loop_imagines_under_the_given_actions_without_the_later_observatio
     np.testing.assert_array_equal(blind["obs"], base["obs"])
 
 
-def test_open_loop_shapes_batched_unbatched_and_continuous():
-    algo = make()
-    params = jax.jit(algo.init_params)(jax.random.key(0))
-    seq = random_sequences(algo, 3, 7)
-    key = jax.random.key(1)
-    batched = open_loop(algo, params, seq.obs, seq.action, seq.is_first, 2, key)
-    assert batched["obs"].shape == (3, 7, *algo.obs_shape)
-    assert batched["reward"].shape == batched["cont"].shape == (3, 7)
-    single = open_loop(algo, params, seq.obs[0], seq.action[0], seq.is_first[0], 2, key)
-    assert single["obs"].shape == (7, *algo.obs_shape)
-    assert single["reward"].shape == single["cont"].shape == (7,)
-    cont = single["cont"]
-    assert np.all((cont >= 0) & (cont <= 1)) and np.isfinite(single["obs"]).all()
-
+def test_open_loop_with_continuous_actions():
+    """Box actions are `[T, action_dim]` in the actor's [-1, 1] box (as `rollout` records
+    them); the batched and unbatched CartPole shapes are checked in the tests above."""
     pendulum = make("Pendulum-v1")
     params = jax.jit(pendulum.init_params)(jax.random.key(0))
-    actions = jnp.linspace(-1.0, 1.0, 6)[:, None]  # [T, 1] in the actor's box
+    actions = jnp.linspace(-1.0, 1.0, 6)[:, None]
     obs = jnp.zeros((6, *pendulum.obs_shape))
-    is_first = jnp.arange(6) == 0
-    out = open_loop(pendulum, params, obs, actions, is_first, 3, key)
-    assert out["obs"].shape == (6, *pendulum.obs_shape) and out["cont"].shape == (6,)
+    out = open_loop(pendulum, params, obs, actions, jnp.arange(6) == 0, 3, jax.random.key(1))
+    assert out["obs"].shape == (6, *pendulum.obs_shape)
+    assert out["reward"].shape == out["cont"].shape == (6,)
+    cont = np.asarray(out["cont"])
+    assert np.all((cont >= 0) & (cont <= 1)) and np.isfinite(out["obs"]).all()
+    with pytest.raises(ValueError, match=r"invalid action shape \(6,\): expected \(6, 1\)"):
+        pendulum.open_loop(params, obs, actions[:, 0], jnp.arange(6) == 0, 3, jax.random.key(1))
 
 
 def test_open_loop_rejects_a_bad_context_or_shape_naming_it():
@@ -281,10 +278,6 @@ def test_rollout_records_what_the_policy_did_in_one_environment():
     )
     features = jnp.concatenate([out["h"], out["z"]], -1)[0]
     np.testing.assert_array_equal(algo.actor.apply(params["actor"], features).mode(), rec.action)
-    again = rollout(params, jax.random.key(1), 60)
-    np.testing.assert_array_equal(again.obs, rec.obs)
-    sampled = rollout(params, jax.random.key(1), 60, deterministic=False)
-    assert sampled.obs.shape == rec.obs.shape
     with pytest.raises(cfg.ConfigError, match="invalid num_steps=0"):
         algo.rollout(params, jax.random.key(1), 0)
 
