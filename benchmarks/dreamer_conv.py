@@ -1,6 +1,6 @@
 """How fast each form of DreamerV3's convolution stages runs on XLA's CPU backend.
 
-    python benchmarks/dreamer_conv.py                  # batch 1024 (16 x 64 frames), ~3 min
+    python benchmarks/dreamer_conv.py                  # batch 1024 (16 x 64 frames)
     python benchmarks/dreamer_conv.py --batch 256 --iters 5 --out /tmp/conv.json
 
 The official DreamerV3 (dreamer 3.3.1, `size1m`: depth 4, multipliers 2, 3, 4, 4,
