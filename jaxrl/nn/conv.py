@@ -125,29 +125,21 @@ def _s2d_taps(k: int) -> tuple[int, np.ndarray]:
 
 def s2d_kernel(w: jax.Array) -> jax.Array:
     """The `[n, n, 4 C_in, 4 C_out]` kernel of the space-to-depth form (see `_s2d_taps`):
-    output channel `(2 p + q) * C_out + o` is output phase (p, q) of channel o."""
+    input channel `(2 r + s) * C_in + i` is input phase (r, s) of channel i, output channel
+    `(2 p + q) * C_out + o` is output phase (p, q) of channel o."""
     k, _, c_in, c_out = w.shape
     n, table = _s2d_taps(k)
-    zero = jnp.zeros((c_in, c_out), w.dtype)
-    rows = []
-    for e in range(n):
-        cols = []
-        for f in range(n):
-            # [4 C_in (input phase r, s), 4 C_out (output phase p, q)]
-            block = [
-                [
-                    zero
-                    if table[p, e, r] < 0 or table[q, f, s] < 0
-                    else w[table[p, e, r], table[q, f, s]]
-                    for p in range(2)
-                    for q in range(2)
-                ]
-                for r in range(2)
-                for s in range(2)
-            ]
-            cols.append(jnp.block(block))
-        rows.append(jnp.stack(cols))
-    return jnp.stack(rows)
+    # select[e, r, p, a] = 1 when output phase p reads block offset e, input phase r
+    # through tap a (one einsum places every tap; zeros where none lands).
+    select = np.zeros((n, 2, 2, k), np.float32)
+    for p in range(2):
+        for e in range(n):
+            for r in range(2):
+                if table[p, e, r] >= 0:
+                    select[e, r, p, table[p, e, r]] = 1.0
+    select = jnp.asarray(select, w.dtype)
+    kernel = jnp.einsum("erpa,fsqb,abio->efrsipqo", select, select, w)
+    return kernel.reshape(n, n, 4 * c_in, 4 * c_out)
 
 
 def subpixel_kernel(w: jax.Array) -> jax.Array:

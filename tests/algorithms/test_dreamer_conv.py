@@ -38,7 +38,7 @@ def test_dreamerv3_stack_shapes_at_the_official_smallest_preset():
     """64x64x3 frames -> 4 stages of 5x5 conv + pool at depth 4 x (2, 3, 4, 4) -> a 4x4x16
     map (256 features); the decoder returns the frame's shape."""
     wm = _world_model((64, 64, 3), "dreamerv3")
-    params = wm.init(jax.random.key(0))
+    params = jax.jit(wm.init)(jax.random.key(0))
     enc = params["encoder"]["params"]
     assert [enc[f"conv{i}"].shape for i in range(4)] == [
         (5, 5, 3, 8),
@@ -47,10 +47,10 @@ def test_dreamerv3_stack_shapes_at_the_official_smallest_preset():
         (5, 5, 16, 16),
     ]
     obs = jax.random.uniform(jax.random.key(1), (2, 3, 64, 64, 3))
-    embed = wm.encoder.apply(params["encoder"], obs)
+    embed = jax.jit(wm.encoder.apply)(params["encoder"], obs)
     assert embed.shape == (2, 3, 256)
     features = jnp.zeros((2, 3, wm.feature_size))
-    recon = wm.decoder.apply(params["decoder"], features)
+    recon = jax.jit(wm.decoder.apply)(params["decoder"], features)
     assert recon.shape == (2, 3, 64, 64, 3)
     assert bool(jnp.all(jnp.isfinite(embed))) and bool(jnp.all(jnp.isfinite(recon)))
 
@@ -62,11 +62,13 @@ def test_fast_and_plain_convolutions_give_the_same_networks():
     fast, plain = networks.ConvEncoder(2), networks.ConvEncoder(2, impl="xla")
     params = fast.init(jax.random.key(3), obs)
 
-    def loss(module, p):
-        return jnp.sum(jnp.sin(module.apply(p, obs)))
+    def grads(module):
+        return jax.jit(jax.grad(lambda p: jnp.sum(jnp.sin(module.apply(p, obs)))))(params)
 
-    np.testing.assert_allclose(fast.apply(params, obs), plain.apply(params, obs), atol=1e-4)
-    g_fast, g_plain = jax.grad(loss, 1)(fast, params), jax.grad(loss, 1)(plain, params)
+    np.testing.assert_allclose(
+        jax.jit(fast.apply)(params, obs), jax.jit(plain.apply)(params, obs), atol=1e-4
+    )
+    g_fast, g_plain = grads(fast), grads(plain)
     for a, b in zip(jax.tree.leaves(g_fast), jax.tree.leaves(g_plain), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4)
 
@@ -75,7 +77,9 @@ def test_fast_and_plain_convolutions_give_the_same_networks():
     plain_dec = networks.ConvDecoder(2, (32, 32, 3), impl="xla")
     params = fast_dec.init(jax.random.key(5), features)
     np.testing.assert_allclose(
-        fast_dec.apply(params, features), plain_dec.apply(params, features), atol=1e-4
+        jax.jit(fast_dec.apply)(params, features),
+        jax.jit(plain_dec.apply)(params, features),
+        atol=1e-4,
     )
 
 

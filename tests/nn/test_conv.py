@@ -28,8 +28,8 @@ def _value_and_grads(fn, x, weight, cot):
     def loss(x, weight):
         return jnp.sum(fn(x, weight) * cot)
 
-    out = fn(x, weight)
-    grads = jax.grad(loss, argnums=(0, 1))(x, weight)
+    out = jax.jit(fn)(x, weight)
+    grads = jax.jit(jax.grad(loss, argnums=(0, 1)))(x, weight)
     return out, grads
 
 
