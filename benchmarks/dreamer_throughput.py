@@ -411,6 +411,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     write_results(args.out, result)
     partial_path(args.out).unlink(missing_ok=True)
+    partial_path(args.out.with_name(args.out.stem + "_lengths.json")).unlink(missing_ok=True)
     return 0
 
 
