@@ -110,3 +110,19 @@ def test_default_keeps_the_minatar_stack_and_its_parameter_layout():
     assert enc["Conv_0"]["kernel"].shape == (3, 3, 4, 16)
     assert enc["Conv_1"]["kernel"].shape == (3, 3, 16, 32)
     assert shapes["decoder"]["params"]["Dense_0"]["kernel"].shape == (16, 400)
+
+
+def test_make_builds_the_configured_image_net():
+    """`image_net` reaches the world model through `dreamer.make`: MinAtar's 10x10 frames
+    are refused by the DreamerV3 stack, and so are vector observations."""
+    base = dict(model_size="debug", image_net="dreamerv3")
+    with pytest.raises(cfg.ConfigError, match="image_net.*multiples of 16"):
+        dreamer.make(cfg.replace(dreamer.default_config("Breakout-MinAtar"), **base))
+    with pytest.raises(cfg.ConfigError, match="image_net.*vector observations"):
+        dreamer.make(cfg.replace(dreamer.default_config("CartPole-v1"), **base))
+    assert isinstance(
+        dreamer.make(
+            cfg.replace(dreamer.default_config("Breakout-MinAtar"), model_size="debug")
+        ).world_model.encoder,
+        networks.Encoder,
+    )

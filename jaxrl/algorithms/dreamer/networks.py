@@ -278,6 +278,13 @@ class WorldModel:
         self.feature_size = self.hidden_size + self.latent_size
         image = len(obs_shape) == 3
         cfg.check(image_net in IMAGE_NETS, "image_net", image_net, f"one of {list(IMAGE_NETS)}")
+        cfg.check(
+            image or image_net == "minatar",
+            "image_net",
+            image_net,
+            f"'minatar' (the default) for vector observations of shape {obs_shape}: "
+            "'dreamerv3' is an image encoder",
+        )
         self.encoder: nn.Module
         self.decoder: nn.Module
         if image and image_net == "dreamerv3":

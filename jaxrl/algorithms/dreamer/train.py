@@ -112,6 +112,7 @@ class Dreamer(Algorithm):
             unimix=c.unimix,
             num_bins=c.num_bins,
             conv_depth=c.conv_depth,
+            image_net=c.image_net,
         )
         self.actor = Actor(
             sizes["units"], sizes["layers"], self.action_dim, self.discrete, c.unimix
