@@ -451,6 +451,26 @@ def agents_update(algo: Algorithm, num_agents: int) -> Callable:
     return agents_fn(algo.update, num_agents)
 
 
+def scan_updates(algo: Algorithm, num_agents: int, length: int) -> Callable:
+    """`length` fused updates as one `lax.scan` over the agent-stacked state; returns
+    `(state, metrics)` with metrics `(length, agents, ...)`.
+
+    A single agent's axis is dropped once around the whole scan, not inside every
+    update: dropping and restoring it per update (`agents_update` in the scan body)
+    copies the loop-carried state at every step, replay buffer included, which cost
+    DQN on CartPole 270 instead of 121 microseconds per update (2.2x) on one seed."""
+    if num_agents > 1:
+        update = jax.vmap(algo.update)
+        return lambda state: jax.lax.scan(lambda s, _: update(s), state, None, length=length)
+
+    def run(state):
+        one = jax.tree.map(lambda x: x[0], state)
+        one, metrics = jax.lax.scan(lambda s, _: algo.update(s), one, None, length=length)
+        return jax.tree.map(lambda x: x[None], one), jax.tree.map(lambda x: x[:, None], metrics)
+
+    return run
+
+
 def _spec(tree: Any) -> Any:
     return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), tree)
 
@@ -468,7 +488,7 @@ class _FusedStepper:
     """K `update`s as one compiled program (`lax.scan`), one program per chunk length."""
 
     def __init__(self, algo, num_agents, mesh, shardings, compile_clock):
-        self.update = agents_update(algo, num_agents)
+        self.algo, self.num_agents = algo, num_agents
         self.shardings, self.replicated = shardings, mesh_lib.replicated(mesh)
         self.compile_clock = compile_clock
         self.programs: dict[int, Any] = {}
@@ -479,13 +499,10 @@ class _FusedStepper:
         if length in self.programs:
             return
 
-        def run_updates(state):
-            return jax.lax.scan(lambda s, _: self.update(s), state, None, length=length)
-
         with self.compile_clock:
             self.programs[length] = (
                 jax.jit(
-                    run_updates,
+                    scan_updates(self.algo, self.num_agents, length),
                     in_shardings=(self.shardings,),
                     out_shardings=(self.shardings, self.replicated),
                     donate_argnums=0,
