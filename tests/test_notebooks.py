@@ -7,6 +7,7 @@ import os
 import pathlib
 import sys
 import tempfile
+from typing import Any
 
 import pytest
 
@@ -45,50 +46,61 @@ def _python3_kernel_is_this_interpreter() -> bool:
     )
 
 
-def test_quickstart_notebook_is_clean():
-    nb = nbformat.read(NOTEBOOKS / "quickstart.ipynb", as_version=4)
-    nbformat.validate(nb)
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            assert cell.outputs == [] and cell.execution_count is None, (
-                "commit notebooks without outputs"
-            )
-
-
-def test_quickstart_notebook_runs(monkeypatch, tmp_path):
-    if not _python3_kernel_is_this_interpreter():
-        pytest.skip("the python3 Jupyter kernel is not this interpreter")
-    for name, value in _kernel_env().items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv(
-        "MPLBACKEND", raising=False
-    )  # keep ipykernel's inline backend: figures as PNG
-    nb = nbformat.read(NOTEBOOKS / "quickstart.ipynb", as_version=4)
-    client = nbclient.NotebookClient(
-        nb, kernel_name="python3", timeout=900, resources={"metadata": {"path": str(tmp_path)}}
-    )
-    client.execute()  # raises CellExecutionError on the first failing cell
-
-    outputs = [out for cell in nb.cells if cell.cell_type == "code" for out in cell.outputs]
-    assert not [out for out in outputs if out.output_type == "error"]
-    images = [
-        out
-        for out in outputs
-        if out.output_type == "display_data" and "image/png" in out.get("data", {})
-    ]
-    assert len(images) == 2, "both learning-curve figures are shown"
-    text = "".join(out.get("text", "") for out in outputs if out.output_type == "stream")
-    assert "final return:" in text and "lr=0.001:" in text
-
-
-def test_grpo_notebook_is_clean():
-    nb = nbformat.read(NOTEBOOKS / "grpo_addition.ipynb", as_version=4)
+def _read_clean(name: str) -> Any:
+    """Notebook `name`, checked to be valid and committed without outputs."""
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     nbformat.validate(nb)
     assert all(
         cell.outputs == [] and cell.execution_count is None
         for cell in nb.cells
         if cell.cell_type == "code"
     ), "commit notebooks without outputs"
+    return nb
+
+
+def _budget_cell(nb: Any, marker: str) -> Any:
+    """The one code cell that sets the notebook's budget (it contains `marker`)."""
+    (cell,) = [c for c in nb.cells if c.cell_type == "code" and marker in c.source]
+    return cell
+
+
+def _execute(nb: Any, monkeypatch, tmp_path) -> tuple[str, list[Any]]:
+    """Runs `nb` top to bottom in a python3 kernel with the test environment, in
+    `tmp_path`, checks that no cell output is an error; returns the stream text and the
+    PNG figures."""
+    if not _python3_kernel_is_this_interpreter():
+        pytest.skip("the python3 Jupyter kernel is not this interpreter")
+    for name, value in _kernel_env().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("MPLBACKEND", raising=False)  # ipykernel's inline backend: PNGs
+    client = nbclient.NotebookClient(
+        nb, kernel_name="python3", timeout=900, resources={"metadata": {"path": str(tmp_path)}}
+    )
+    client.execute()  # raises CellExecutionError on the first failing cell
+    outputs = [out for cell in nb.cells if cell.cell_type == "code" for out in cell.outputs]
+    assert not [out for out in outputs if out.output_type == "error"]
+    text = "".join(out.get("text", "") for out in outputs if out.output_type == "stream")
+    images = [
+        out
+        for out in outputs
+        if out.output_type == "display_data" and "image/png" in out.get("data", {})
+    ]
+    return text, images
+
+
+def test_quickstart_notebook_is_clean():
+    _read_clean("quickstart.ipynb")
+
+
+def test_quickstart_notebook_runs(monkeypatch, tmp_path):
+    nb = nbformat.read(NOTEBOOKS / "quickstart.ipynb", as_version=4)
+    text, images = _execute(nb, monkeypatch, tmp_path)
+    assert len(images) == 2, "both learning-curve figures are shown"
+    assert "final return:" in text and "lr=0.001:" in text
+
+
+def test_grpo_notebook_is_clean():
+    _read_clean("grpo_addition.ipynb")
 
 
 # The notebook's budget cell, replaced in the test by one that runs in about a minute.
@@ -97,37 +109,17 @@ _SMALL_BUDGET = "SFT_SAMPLES = 640\nGRPO_UPDATES = 2\nNUM_EVAL = 8"
 
 @pytest.mark.slow
 def test_grpo_notebook_runs_with_a_small_budget(monkeypatch, tmp_path):
-    if not _python3_kernel_is_this_interpreter():
-        pytest.skip("the python3 Jupyter kernel is not this interpreter")
-    for name, value in _kernel_env().items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("MPLBACKEND", raising=False)
     nb = nbformat.read(NOTEBOOKS / "grpo_addition.ipynb", as_version=4)
-    (budget,) = [c for c in nb.cells if c.cell_type == "code" and "SFT_SAMPLES =" in c.source]
-    budget.source = _SMALL_BUDGET
-    client = nbclient.NotebookClient(
-        nb, kernel_name="python3", timeout=900, resources={"metadata": {"path": str(tmp_path)}}
-    )
-    client.execute()
-
-    outputs = [out for cell in nb.cells if cell.cell_type == "code" for out in cell.outputs]
-    assert not [out for out in outputs if out.output_type == "error"]
-    text = "".join(out.get("text", "") for out in outputs if out.output_type == "stream")
+    _budget_cell(nb, "SFT_SAMPLES =").source = _SMALL_BUDGET
+    text, images = _execute(nb, monkeypatch, tmp_path)
     assert "SFT held-out exact match" in text and "held-out pass@1:" in text
-    images = [o for o in outputs if o.output_type == "display_data" and "image/png" in o.data]
     assert len(images) == 1
     assert (tmp_path / "runs" / "notebook-grpo" / "summary.json").exists()
 
 
 def test_world_model_notebook_is_clean():
-    nb = nbformat.read(NOTEBOOKS / "world_model.ipynb", as_version=4)
-    nbformat.validate(nb)
-    assert all(
-        cell.outputs == [] and cell.execution_count is None
-        for cell in nb.cells
-        if cell.cell_type == "code"
-    ), "commit notebooks without outputs"
-    (budget,) = [c for c in nb.cells if c.cell_type == "code" and "TOTAL_STEPS =" in c.source]
+    nb = _read_clean("world_model.ipynb")
+    budget = _budget_cell(nb, "TOTAL_STEPS =")
     assert budget.source.count("\n") == 0, "the budget cell is the one line the slow test replaces"
 
 
@@ -158,25 +150,11 @@ def test_world_model_notebook_runs_with_a_small_budget(monkeypatch, tmp_path):
     160 learning updates the model reconstructs the context steps well within the spread
     of the observations (measured 0.34; 0.24 after 224 updates, while after 64 the errors
     of single dimensions were still 0.4 to 6 times their spread)."""
-    if not _python3_kernel_is_this_interpreter():
-        pytest.skip("the python3 Jupyter kernel is not this interpreter")
-    for name, value in _kernel_env().items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("MPLBACKEND", raising=False)
     nb = nbformat.read(NOTEBOOKS / "world_model.ipynb", as_version=4)
-    (budget,) = [c for c in nb.cells if c.cell_type == "code" and "TOTAL_STEPS =" in c.source]
-    budget.source = _WORLD_MODEL_SMALL_BUDGET
+    _budget_cell(nb, "TOTAL_STEPS =").source = _WORLD_MODEL_SMALL_BUDGET
     nb.cells.append(nbformat.v4.new_code_cell(_WORLD_MODEL_REPORT))
-    client = nbclient.NotebookClient(
-        nb, kernel_name="python3", timeout=900, resources={"metadata": {"path": str(tmp_path)}}
-    )
-    client.execute()
-
-    outputs = [out for cell in nb.cells if cell.cell_type == "code" for out in cell.outputs]
-    assert not [out for out in outputs if out.output_type == "error"]
-    images = [o for o in outputs if o.output_type == "display_data" and "image/png" in o.data]
+    text, images = _execute(nb, monkeypatch, tmp_path)
     assert len(images) == 1, "the real-vs-imagined figure is shown"
-    text = "".join(out.get("text", "") for out in outputs if out.output_type == "stream")
     assert "normalised error over the" in text and "imagined steps" in text
     (line,) = [line for line in text.splitlines() if line.startswith("RESULTS ")]
     results = json.loads(line.removeprefix("RESULTS "))

@@ -114,7 +114,7 @@ def noise_frames_env():
 
     @struct.dataclass
     class State(envs.EnvState):
-        pass
+        """Only the step counter (`time`) of the base state: the frames are noise."""
 
     class NoiseFrames(envs.Environment):
         def reset_env(self, key, params):

@@ -12,10 +12,12 @@ from jaxrl.algorithms import dreamer
 from jaxrl.algorithms.dreamer import networks
 
 
-def _world_model(obs_shape, image_net, conv_depth=4):
+def _world_model(obs_shape, image_net=None, conv_depth=4, action_dim=4):
+    """A debug-sized GRU world model; `image_net=None` leaves the argument at its default."""
+    options = {} if image_net is None else {"image_net": image_net}
     return networks.WorldModel(
         obs_shape=obs_shape,
-        action_dim=4,
+        action_dim=action_dim,
         discrete=True,
         sizes=dreamer.MODEL_SIZES["debug"],
         backbone="gru",
@@ -24,7 +26,7 @@ def _world_model(obs_shape, image_net, conv_depth=4):
         unimix=0.01,
         num_bins=255,
         conv_depth=conv_depth,
-        image_net=image_net,
+        **options,
     )
 
 
@@ -91,18 +93,7 @@ def test_frames_that_do_not_shrink_16x_are_refused_naming_the_field():
 def test_default_keeps_the_minatar_stack_and_its_parameter_layout():
     """image_net defaults to the two-conv MinAtar encoder and dense decoder, with the
     parameter names and shapes they had before the option existed."""
-    wm = networks.WorldModel(
-        obs_shape=(10, 10, 4),
-        action_dim=3,
-        discrete=True,
-        sizes=dreamer.MODEL_SIZES["debug"],
-        backbone="gru",
-        backbone_options={},
-        posterior="history",
-        unimix=0.01,
-        num_bins=255,
-        conv_depth=16,
-    )
+    wm = _world_model((10, 10, 4), conv_depth=16, action_dim=3)  # image_net not given
     assert isinstance(wm.encoder, networks.Encoder)
     assert isinstance(wm.decoder, networks.Decoder)
     shapes = jax.eval_shape(wm.init, jax.random.key(0))
