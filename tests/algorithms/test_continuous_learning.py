@@ -1,10 +1,14 @@
 """Learning targets of SAC and TD3 on CPU with fixed seeds, and a SAC run killed with
 SIGKILL and resumed through the CLI that ends where an uninterrupted one does.
 
-Two tiers: `-m slow` (CI) trains one seed at half the preset's budget and asserts a
-return far above a random policy's (about -1200 on Pendulum); `-m full` is the
-issue's target, the preset with 4 seeds in one program, >= -250 (measured results in
-benchmarks/README.md).
+Two tiers: `-m slow` (CI) trains 4 seeds in one program at half the preset's budget
+and asserts a mean return far above a random policy's (about -1200 on Pendulum);
+`-m full` is the issue's target, the preset with 4 seeds, >= -250 (measured results in
+benchmarks/README.md). Why 4 seeds in CI: one seed at half the budget spreads widely
+(SAC single seeds 0-3: -480, -225, -187, -162 on an AVX-512 CPU; seed 0 gave > -400 on
+another CPU), so a one-seed threshold tests the seed and the CPU's rounding, not SAC.
+Measured with 4 seeds (mean, per seed): SAC -253 (-165, -557, -81, -208), TD3 -269
+(-184, -389, -133, -368), ~40 s each.
 """
 
 from __future__ import annotations
@@ -36,8 +40,9 @@ HALF_BUDGET = {"total_steps": 6_000, "buffer_size": 6_000}
 
 @pytest.mark.slow
 @pytest.mark.parametrize("module", [sac, td3], ids=["sac", "td3"])
-def test_learns_pendulum_in_half_the_preset_budget(module):
-    summary = _summary(module, num_seeds=1, **HALF_BUDGET)
+def test_learns_pendulum_in_half_the_preset_budget_over_four_seeds(module):
+    summary = _summary(module, num_seeds=4, **HALF_BUDGET)
+    assert summary["final_return_agents"] == 4, summary
     assert summary["final_return_mean"] >= -400, summary
 
 

