@@ -44,9 +44,7 @@ def _learned(rows: list[dict]) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_300_updates_raise_held_out_pass_at_1_and_resume_exactly(
-    tmp_path, two_digit_warm_start
-):
+def test_300_updates_raise_held_out_pass_at_1_and_resume_exactly(tmp_path, two_digit_warm_start):
     config = cfg.replace(
         ppo_lm.default_config(),
         digits=2,
