@@ -195,8 +195,12 @@ class SAC(OffPolicy):
 
 def adam(lr: jax.Array | float) -> optax.GradientTransformation:
     """Adam (Kingma & Ba 2015) with a learning rate that may be a traced, per-agent
-    hyperparameter; its state's structure does not depend on the value."""
-    return optax.chain(optax.scale_by_adam(), optax.scale(-lr))
+    hyperparameter; its state's structure does not depend on the value.
+
+    On one flat vector (`optax.flatten`, as PPO and PQN): per parameter leaf, Adam's
+    moment and parameter updates were 46 of the ~200 small XLA kernels of a SAC
+    gradient step, each costing dispatch time rather than arithmetic on CPU."""
+    return optax.flatten(optax.chain(optax.scale_by_adam(), optax.scale(-lr)))
 
 
 def adam_update(grads: Any, opt_state: Any, params: Any, lr: jax.Array) -> tuple[Any, Any]:
