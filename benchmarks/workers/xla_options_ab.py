@@ -22,7 +22,7 @@ import numpy as np
 
 from jaxrl.algorithms.ppo import train as ppo
 from jaxrl.algorithms.ppo.config import PPOConfig
-from jaxrl.training.driver import agents_update
+from jaxrl.training.driver import scan_updates
 
 OPTION_SETS = {
     "default": {},
@@ -38,10 +38,7 @@ def main(seeds: int, rounds: int, k: int, names: list[str]) -> None:
     keys = jax.random.split(jax.random.key(0), seeds)
     hparams = jax.tree.map(lambda *xs: jnp.stack(xs), *[algo.hyperparams() for _ in range(seeds)])
     state0 = jax.jit(jax.vmap(algo.init))(keys, hparams)
-    update = agents_update(algo, seeds)  # what the driver runs (unbatched for one seed)
-
-    def chunk(state):
-        return jax.lax.scan(lambda s, _: update(s), state, None, length=k)
+    chunk = scan_updates(algo, seeds, k)  # the driver's chunk program
 
     programs = {}
     for name in names:

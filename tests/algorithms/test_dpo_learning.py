@@ -27,7 +27,7 @@ from test_dpo import TINY  # the tiny model of the fast tests (tests/algorithms/
 
 from jaxrl import cli
 from jaxrl import config as cfg
-from jaxrl.algorithms import dpo, sft
+from jaxrl.algorithms import dpo
 from jaxrl.lm import from_pretrained
 from jaxrl.training.driver import RunConfig, train
 
@@ -118,11 +118,10 @@ def test_the_cli_trains_a_lora_reward_model_on_a_pairs_file_and_evaluates_it(tmp
 
 
 @pytest.mark.full
-def test_dpo_after_an_sft_warm_start_improves_held_out_pass_at_1(tmp_path):
+def test_dpo_after_an_sft_warm_start_improves_held_out_pass_at_1(tmp_path, default_warm_start):
     """The pipeline DPO is meant for: the default SFT warm start on 3-digit addition, then
     DPO on synthetic pairs; held-out greedy exact match before and after."""
-    train(sft.make(sft.default_config()), RunConfig(run_dir=str(tmp_path / "sft"), progress=False))
-    algo = dpo.make(cfg.replace(dpo.default_config(), model=str(tmp_path / "sft")))
+    algo = dpo.make(cfg.replace(dpo.default_config(), model=str(default_warm_start)))
     start = time.perf_counter()
     result = train(algo, RunConfig(run_dir=str(tmp_path / "dpo"), seed=0, progress=False))
     s = result.summary

@@ -23,18 +23,11 @@ import pathlib
 
 import pytest
 
-from jaxrl.algorithms import grpo, sft
+from jaxrl.algorithms import grpo
 from jaxrl.config import replace
 from jaxrl.training.driver import RunConfig, train
 
 COMPLETIONS_PER_UPDATE = 16 * 8  # GRPO's default num_prompts x group_size
-
-
-@pytest.fixture(scope="module")
-def warm_start(tmp_path_factory) -> pathlib.Path:
-    run_dir = tmp_path_factory.mktemp("sft")
-    train(sft.make(sft.default_config()), RunConfig(run_dir=str(run_dir), progress=False))
-    return run_dir
 
 
 def _grpo(warm_start: pathlib.Path, updates: int, **overrides) -> dict:
@@ -56,8 +49,8 @@ def test_300_updates_raise_held_out_pass_at_1_on_2_digit_addition(two_digit_warm
 
 
 @pytest.mark.full
-def test_five_minutes_of_grpo_raise_held_out_pass_at_1_by_30_points(warm_start):
-    summary = _grpo(warm_start, updates=800)
+def test_five_minutes_of_grpo_raise_held_out_pass_at_1_by_30_points(default_warm_start):
+    summary = _grpo(default_warm_start, updates=800)
     gain = summary["pass@1_after"] - summary["pass@1_before"]
     print(f"pass@1 {summary['pass@1_before']:.3f} -> {summary['pass@1_after']:.3f}")
     assert summary["train_seconds"] <= 300, summary

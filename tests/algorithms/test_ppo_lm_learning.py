@@ -18,25 +18,18 @@ pass@1 is `summary.json`'s `pass@1_before` / `pass@1_after`: the unbiased estima
 
 from __future__ import annotations
 
-import pathlib
 import shutil
 
 import pytest
 
 from jaxrl import config as cfg
-from jaxrl.algorithms import ppo_lm, sft
+from jaxrl.algorithms import ppo_lm
 from jaxrl.training.checkpoint import tree_fingerprint
 from jaxrl.training.driver import RunConfig, train
 
 COMPLETIONS_PER_UPDATE = 16 * 8  # the default num_prompts x group_size (GRPO's)
 TIMING = {"seconds", "steps_per_second", "sample_seconds", "learn_seconds"}
 TIMING |= {"sample_tokens_per_second", "learn_tokens_per_second", "tokens_per_second"}
-
-
-def _warm_start(run_dir: pathlib.Path, **overrides) -> pathlib.Path:
-    config = cfg.replace(sft.default_config(), **overrides)
-    train(sft.make(config), RunConfig(run_dir=str(run_dir), progress=False))
-    return run_dir
 
 
 def _learned(rows: list[dict]) -> list[dict]:
@@ -77,8 +70,8 @@ def test_300_updates_raise_held_out_pass_at_1_and_resume_exactly(tmp_path, two_d
 
 
 @pytest.mark.full
-def test_200_updates_from_grpos_warm_start_raise_held_out_pass_at_1(tmp_path):
-    warm = _warm_start(tmp_path / "sft")  # GRPO's learning test's warm start
+def test_200_updates_from_grpos_warm_start_raise_held_out_pass_at_1(default_warm_start):
+    warm = default_warm_start  # GRPO's learning target's warm start
     config = cfg.replace(
         ppo_lm.default_config(), model=str(warm), total_steps=200 * COMPLETIONS_PER_UPDATE
     )
