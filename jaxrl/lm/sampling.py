@@ -585,7 +585,8 @@ def token_logprobs(
     chunk_size: int = 512,
     temperature: float | jax.Array = 1.0,
     return_entropy: bool = False,
-) -> jax.Array | tuple[jax.Array, jax.Array]:
+    return_top: bool = False,
+) -> jax.Array | tuple[jax.Array, ...]:
     """Teacher-forced ``log p(tokens[:, t+1] | tokens[:, :t+1])``, shape (B, T-1).
 
     Runs the model for final hidden states, then projects them onto the vocabulary
@@ -603,6 +604,14 @@ def token_logprobs(
         sampling temperature to reproduce ``generate``'s logprobs).
       return_entropy: also return the per-token entropy of the (tempered)
         next-token distribution, same shape and masking.
+      return_top: also return the log-probability of the most likely next token,
+        same shape and masking. A target is the greedy (argmax) token exactly when
+        its log-probability equals it (both are ``z - logsumexp(z)`` of the same
+        ``z``), so a completion is what greedy decoding would produce from its
+        prompt when that holds at every one of its tokens.
+
+    Returns ``logprobs``, or the tuple ``(logprobs[, entropy][, top])`` of those
+    asked for, in that order.
     """
     tokens = jnp.asarray(tokens)
     if tokens.ndim != 2 or tokens.shape[1] < 2:
@@ -614,7 +623,7 @@ def token_logprobs(
         raise ValueError(f"targets_start must be in [1, {tokens.shape[1]}), got {targets_start!r}")
     if attention_mask is None:
         attention_mask = jnp.ones(tokens.shape, dtype=bool)
-    lp, ent = _token_logprobs(
+    lp, ent, top = _token_logprobs(
         model,
         params,
         tokens.astype(jnp.int32),
@@ -623,11 +632,15 @@ def token_logprobs(
         start=start,
         chunk_size=chunk_size,
         with_entropy=return_entropy,
+        with_top=return_top,
     )
-    return (lp, ent) if return_entropy else lp
+    extra = [x for x, asked in ((ent, return_entropy), (top, return_top)) if asked]
+    return (lp, *extra) if extra else lp
 
 
-@functools.partial(jax.jit, static_argnames=("model", "start", "chunk_size", "with_entropy"))
+@functools.partial(
+    jax.jit, static_argnames=("model", "start", "chunk_size", "with_entropy", "with_top")
+)
 def _token_logprobs(
     model: Any,
     params: Any,
@@ -638,7 +651,8 @@ def _token_logprobs(
     start: int,
     chunk_size: int,
     with_entropy: bool,
-) -> tuple[jax.Array, jax.Array | None]:
+    with_top: bool = False,
+) -> tuple[jax.Array, jax.Array | None, jax.Array | None]:
     """Jitted body of ``token_logprobs`` (targets at positions ``start..T-1``)."""
     batch, seq = tokens.shape
     hidden = _apply(
@@ -660,13 +674,12 @@ def _token_logprobs(
         z = _project(h_c, head) / temperature  # (chunk, vocab) float32
         lse = jax.nn.logsumexp(z, axis=-1)
         lp = jnp.take_along_axis(z, t_c[:, None], axis=-1)[:, 0] - lse
-        if not with_entropy:
-            return lp, jnp.zeros_like(lp)
         # H = logsumexp(z) - sum_v softmax(z)_v z_v
-        ent = lse - jnp.sum(jax.nn.softmax(z, axis=-1) * z, axis=-1)
-        return lp, ent
+        ent = lse - jnp.sum(jax.nn.softmax(z, axis=-1) * z, axis=-1) if with_entropy else lp
+        top = jax.lax.stop_gradient(jnp.max(z, axis=-1) - lse) if with_top else lp
+        return lp, ent, top
 
-    lp, ent = lax.map(score, (h, targets))
+    lp, ent, top = lax.map(score, (h, targets))
     valid = mask[:, start:]
 
     def unflatten(x: jax.Array) -> jax.Array:
@@ -674,4 +687,8 @@ def _token_logprobs(
         x = jnp.where(valid, x, 0.0)
         return jnp.pad(x, ((0, 0), (start - 1, 0)))
 
-    return unflatten(lp), (unflatten(ent) if with_entropy else None)
+    return (
+        unflatten(lp),
+        unflatten(ent) if with_entropy else None,
+        unflatten(top) if with_top else None,
+    )

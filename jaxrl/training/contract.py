@@ -81,6 +81,11 @@ Hooks, each with a default that is today's behaviour (override what you need):
     check_resume(saved_config, reschedule)    which config changes a resumed run accepts;
                                               default: none but a larger `total_steps`
                                               (with `reschedule` if `schedule_follows_total`).
+    early_stop(state) -> (state, stop)        between chunks, on the host: an algorithm with
+                                              a goal may freeze agents that reached it (in
+                                              its state, so checkpoints keep it) and end the
+                                              run when all have; default `(state, False)`
+                                              (e.g. SFT's `stop_at_train_accuracy`).
     finish(state, run_dir) -> dict            extra `summary.json` fields after training
                                               (e.g. SFT's held-out accuracy and its
                                               exported `model/` folder).
@@ -93,7 +98,10 @@ What the driver guarantees
   resumed run executes the same compiled programs, on the same data, as an
   uninterrupted one and ends with the same `params_fingerprint`.
 * Between chunks, and only there: NaN check of `nan_metrics`, one `metrics.jsonl`
-  row (means over the chunk, per agent), progress bar, TensorBoard, checkpoints.
+  row (means over the chunk, per agent), progress bar, TensorBoard, `early_stop`,
+  checkpoints. A run that `early_stop` ends writes its checkpoint and summary as a
+  finished run does (`summary.json`'s `stopped_early_at_update`); resuming it trains
+  nothing more.
 * Checkpoints hold the state minus `checkpoint_exclude`, as sharded arrays
   (no gather to one host), plus the host state, and a fingerprint of what they hold.
 
@@ -251,6 +259,15 @@ class Algorithm:
                 "(it would rise again from the resume point); pass reschedule=True "
                 "(--reschedule) to accept that, or start a new run from its parameters"
             )
+
+    def early_stop(self, state: Any) -> tuple[Any, bool]:
+        """Called by the driver on the host after every chunk (and once on resume):
+        `(state, stop)`. Freezing an agent that reached the algorithm's goal is done in
+        the returned state (its `learn`/`update` then leaves it unchanged), so that
+        agents of a vmapped run stop independently and a checkpoint keeps the freeze;
+        `stop` True ends the run (after a checkpoint). Must be a deterministic function
+        of the state, so that a resumed run stops where an uninterrupted one does."""
+        return state, False
 
     def finish(self, state: Any, run_dir: Any) -> dict[str, Any]:
         return {}

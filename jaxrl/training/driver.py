@@ -287,6 +287,8 @@ def train(algo: Algorithm, run: RunConfig, *, init_params: Any = None) -> TrainR
         train_clock=train_clock,
         compile_clock=compile_clock,
     )
+    if loop.stopped_early_at is not None:
+        summary["stopped_early_at_update"] = loop.stopped_early_at
     summary.update(algo.finish(state, run_dir) or {})
     summary["wall_seconds"] = time.perf_counter() - wall_start
     if is_main and run_dir is not None:
@@ -320,9 +322,13 @@ class _Loop:
             num_agents=n,
         )
         updates_run = 0
+        self.stopped_early_at = None
+        if update > 0:  # a resumed run that its algorithm had already ended trains no more
+            state, done = algo.early_stop(state)
+            self.stopped_early_at = update if done else None
         try:
             with _StopSignals() as stop:
-                while update < algo.num_updates:
+                while update < algo.num_updates and self.stopped_early_at is None:
                     length = min(chunk, algo.num_updates - update)
                     compiled = compile_clock.wall, compile_clock.cpu
                     with clock:
@@ -340,7 +346,10 @@ class _Loop:
                     history.append(row)
                     self._write_row(row, writer)
                     progress.update(spu * length, row)
-                    finished = update >= algo.num_updates
+                    state, done = algo.early_stop(state)
+                    if done:
+                        self.stopped_early_at = update
+                    finished = update >= algo.num_updates or done
                     due = self.checkpoints is not None and self.checkpoints.due(update)
                     due, signum = _agreed(due, stop.signum, self.multi_process)
                     if self.checkpoints is not None and (finished or signum or due):

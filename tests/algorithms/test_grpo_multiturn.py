@@ -243,6 +243,7 @@ def test_multi_turn_run_resumes_exactly(tmp_path):
 
 # ---------------------------------------------------------------------- learning
 WARM_START = dict(
+    stop_at_train_accuracy=None,  # a fixed budget: the reply format only
     task="guess",
     max_number=8,
     num_eval=50,

@@ -35,6 +35,7 @@ TINY = dict(
     warmup=0.0,
     lr_schedule="constant",
     eval_batch_size=16,
+    stop_at_train_accuracy=None,  # tests of the warm-start stop set it themselves
 )
 
 
@@ -71,6 +72,15 @@ def test_masked_token_nll_by_hand():
     empty = jnp.zeros_like(mask)
     assert losses.masked_token_nll(logprobs, empty) == (0.0, 0.0)
     assert losses.masked_token_mean(logprobs, empty) == 0.0
+
+
+def test_greedy_exact_match_by_hand():
+    logprobs = jnp.array([[-0.1, -0.2, -3.0], [-0.1, -0.9, -0.3], [-2.0, -0.4, -0.4]])
+    top = jnp.array([[-0.1, -0.2, -0.5], [-0.1, -0.7, -0.3], [-0.5, -0.4, -0.4]])
+    mask = jnp.array([[True, True, False], [True, True, True], [False, True, True]])
+    # row 0: masked tokens are the argmax (token 2 is not, but unmasked); row 1: token 1
+    # is not; row 2: the unmasked token 0 is not, the masked ones are.
+    np.testing.assert_allclose(losses.greedy_exact_match(logprobs, top, mask), 2 / 3)
 
 
 def test_loss_equals_full_logits_cross_entropy_on_the_answer_tokens(algo, learn):
@@ -132,11 +142,69 @@ def test_learn_fits_a_fixed_batch_and_reports_metrics(algo, learn):
     state, first = learn(state, batch)
     for _ in range(30):
         state, metrics = learn(state, batch)
-    assert set(first) == {"loss", "tokens", "entropy", "answer_prob", "grad_norm", "lr"}
+    assert set(first) == {
+        *("loss", "tokens", "entropy", "answer_prob", "grad_norm", "lr"),
+        *("exact_match", "train_accuracy", "stopped"),
+    }
     assert metrics["loss"] < 0.5 * first["loss"]
     assert metrics["answer_prob"] > first["answer_prob"]
     assert int(state.update_step) == 31
     np.testing.assert_allclose(metrics["lr"], 3e-3, rtol=1e-6)
+
+
+def test_training_exact_match_is_what_greedy_decoding_scores(algo):
+    """`losses.greedy_exact_match` under teacher forcing equals the exact match of
+    greedy decoding (`algo.accuracy`), example by example, on a model that gets some
+    of a batch right and some wrong."""
+    from jaxrl.lm import token_logprobs
+
+    examples = algo.task.sample_train(np.random.default_rng((0, 0, 0)), 8)
+    batch = jax.tree.map(jnp.asarray, algo.encode_batch(examples))
+    state = algo.init(jax.random.key(0), algo.hyperparams())
+    learn = jax.jit(algo.learn)
+    for _ in range(25):
+        state, _ = learn(state, batch)
+    lp, top = token_logprobs(
+        algo.model, state.params, batch["tokens"], attention_mask=batch["mask"], return_top=True
+    )
+    loss_mask = batch["loss_mask"][:, 1:]
+    by_forward = [
+        float(losses.greedy_exact_match(lp[i : i + 1], top[i : i + 1], loss_mask[i : i + 1]))
+        for i in range(8)
+    ]
+    by_decoding = [
+        algo.accuracy(state.params, [example], algo.prompt_len, algo.answer_len)
+        for example in examples
+    ]
+    assert by_forward == by_decoding
+    assert 0 < sum(by_forward) < 8, by_forward  # both kinds of example occur
+
+
+def test_an_agent_stops_at_its_training_accuracy_and_then_keeps_its_parameters():
+    algo = make(stop_at_train_accuracy=0.5, train_accuracy_decay=0.5)
+    learn = jax.jit(algo.learn)
+    batch = first_batch(algo)
+    state = algo.init(jax.random.key(0), algo.hyperparams())
+    assert int(state.stopped_at) == -1
+    state, metrics = learn(state, batch)  # a random model: nothing exact, no stop
+    assert float(metrics["exact_match"]) == 0.0 and int(state.stopped_at) == -1
+    assert algo.early_stop(jax.tree.map(lambda x: x[None], state))[1] is False
+
+    # Running accuracy 1 before this update: 0.5 * 1 + 0.5 * 0 >= 0.5 stops it.
+    before = state.replace(train_accuracy=jnp.asarray(1.0, jnp.float32))
+    stopped, metrics = learn(before, batch)
+    assert int(stopped.stopped_at) == 2 and float(metrics["stopped"]) == 1.0
+    np.testing.assert_allclose(metrics["train_accuracy"], 0.5 + 0.5 * metrics["exact_match"])
+    changed = jax.tree.map(lambda a, b: bool(jnp.any(a != b)), before.params, stopped.params)
+    assert any(jax.tree.leaves(changed))  # the update that reached it is applied
+
+    after, _ = learn(stopped, batch)  # later updates change nothing but the step count
+    assert int(after.update_step) == 3 and int(after.stopped_at) == 2
+    for name in ("params", "opt_state", "train_accuracy"):
+        jax.tree.map(np.testing.assert_array_equal, getattr(after, name), getattr(stopped, name))
+    _, done = algo.early_stop(jax.tree.map(lambda x: x[None], after))
+    assert done is True
+    assert make().early_stop(jax.tree.map(lambda x: x[None], after))[1] is False  # None: never
 
 
 def test_lr_schedule_warmup_then_cosine():
@@ -247,6 +315,9 @@ def test_finish_exports_a_loadable_model_and_measures_held_out_accuracy(tmp_path
         ({"lr_schedule": "linear"}, r"invalid lr_schedule='linear': must be one of"),
         ({"lora_targets": ("qproj",)}, r"invalid lora_targets"),
         ({"warmup": 1.0}, r"invalid warmup=1.0"),
+        ({"stop_at_train_accuracy": 0.0}, r"invalid stop_at_train_accuracy=0.0: must be None or"),
+        ({"stop_at_train_accuracy": 1.5}, r"invalid stop_at_train_accuracy=1.5"),
+        ({"train_accuracy_decay": 1.0}, r"invalid train_accuracy_decay=1.0: must be in \[0, 1\)"),
     ],
 )
 def test_bad_config_raises_a_config_error_naming_the_field(overrides, match):

@@ -419,6 +419,31 @@ def test_token_logprobs_matches_naive_and_gradients(tiny_one_layer):
     np.testing.assert_allclose(lp, ref_lp, atol=2e-5)
     np.testing.assert_allclose(ent, ref_ent, atol=2e-5)
 
+    # return_top: the log-probability of the argmax token; a target equal to the argmax
+    # has exactly that log-probability, any other target less.
+    lp_top, ent_top, top = token_logprobs(
+        model,
+        params,
+        tokens,
+        attention_mask=mask,
+        chunk_size=7,
+        return_entropy=True,
+        return_top=True,
+    )
+    np.testing.assert_array_equal(lp_top, lp)
+    np.testing.assert_array_equal(ent_top, ent)
+    logp = jax.nn.log_softmax(model.apply(params, tokens, attention_mask=mask)[:, :-1], axis=-1)
+    valid = np.asarray(mask[:, 1:])
+    np.testing.assert_allclose(top, np.where(valid, logp.max(-1), 0.0), atol=2e-5)
+    is_argmax = np.asarray(logp.argmax(-1) == tokens[:, 1:])
+    np.testing.assert_array_equal((lp >= top)[valid], is_argmax[valid])
+    # Make every row's last token the argmax (its context, all earlier tokens, is
+    # unchanged), so both cases occur: then the log-probability equals `top` exactly.
+    last = tokens.at[:, -1].set(logp[:, -1].argmax(-1))
+    lp_l, top_l = token_logprobs(model, params, last, attention_mask=mask, return_top=True)
+    np.testing.assert_array_equal(lp_l[:, -1], top_l[:, -1])
+    np.testing.assert_array_equal(lp_l[:, :-1] >= top_l[:, :-1], is_argmax[:, :-1] | ~valid[:, :-1])
+
     def loss(fn):
         return lambda p: jnp.sum(fn(p) * mask[:, 1:])
 

@@ -121,7 +121,8 @@ SFT_TINY = [
     "train", "sft", "--task", "addition", "--digits", "2", "--num-eval", "16",
     "--num-layers", "1", "--hidden-size", "32", "--num-heads", "2", "--num-kv-heads", "2",
     "--mlp-size", "64", "--batch-size", "8", "--warmup", "0", "--eval-batch-size", "16",
-    "--total-steps", "32000", "--log-every", "3200", "--no-progress",
+    "--total-steps", "32000", "--log-every", "3200", "--stop-at-train-accuracy", "none",
+    "--no-progress",
 ]  # fmt: skip
 
 

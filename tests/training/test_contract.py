@@ -189,6 +189,37 @@ def test_resume_matches_uninterrupted_run_with_host_state(cls, tmp_path):
         assert meta["host_state"] == {"seed": 0, "cursor": 10, "agents": 1}
 
 
+class EarlyStopToy(StagedToy):
+    """Stops the run once every agent has made `stop_after` updates (SFT stops on a
+    training accuracy; the driver's side is the same)."""
+
+    name = "early-stop-toy"
+
+    def __init__(self, config: ToyConfig, stop_after: int):
+        super().__init__(config)
+        self.stop_after = stop_after
+
+    def early_stop(self, state):
+        return state, bool(np.all(np.asarray(state.update_step) >= self.stop_after))
+
+
+def test_early_stop_ends_the_run_with_a_checkpoint_and_resume_trains_no_more(tmp_path):
+    algo = EarlyStopToy(ToyConfig(total_steps=80), stop_after=3)  # 10 updates at most
+    first = _run(algo, tmp_path, num_seeds=2, log_every=8, checkpoint_every=40)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["stopped_early_at_update"] == 3 and summary["samples_per_agent"] == 24
+    assert np.asarray(first.state.update_step).tolist() == [3, 3]
+    assert len(first.metrics) == 3
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir() if p.name.isdigit()) == [
+        "3"
+    ]  # the stop wrote a checkpoint although none was due
+
+    again = _run(algo, tmp_path, resume=True, num_seeds=2, log_every=8, checkpoint_every=40)
+    assert again.summary["stopped_early_at_update"] == 3
+    assert again.summary["params_fingerprint"] == first.summary["params_fingerprint"]
+    assert np.asarray(again.state.update_step).tolist() == [3, 3]  # nothing trained
+
+
 def test_excluded_fields_are_not_saved_and_must_match_on_resume(tmp_path):
     _run(FusedToy(ToyConfig(total_steps=40)), tmp_path, checkpoint_every=8)
     saved = list((tmp_path / "checkpoints").iterdir())[0] / "state" / "_METADATA"

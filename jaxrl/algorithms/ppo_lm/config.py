@@ -36,6 +36,8 @@ class PPOLMConfig(GRPOConfig):
     (`lora_rank > 0`) it trains its own adapters on the same frozen base plus the head.
     """
 
+    total_steps: int = 40_960
+    """Completions (samples) per agent: 320 updates (an update costs about twice GRPO's)."""
     advantage: str = "gae"
     """Advantage estimator: gae only (a learned critic); `jaxrl train grpo` has the group ones."""
     gamma: float = 1.0

@@ -50,3 +50,26 @@ def answer_probability(logprobs: jax.Array, loss_mask: jax.Array) -> jax.Array:
     """
     per_sequence = jnp.sum(jnp.where(loss_mask, logprobs, 0.0), axis=-1)
     return jnp.mean(jnp.exp(per_sequence))
+
+
+def greedy_exact_match(
+    logprobs: jax.Array, top_logprobs: jax.Array, loss_mask: jax.Array
+) -> jax.Array:
+    """Fraction of sequences whose every loss token is the model's most likely token.
+
+        EM = mean_b prod_t [m_{b,t} => log p_{b,t} = max_v log p_{b,t}(v)]
+
+    Under teacher forcing this *is* greedy decoding's exact match on these prompts:
+    greedy decoding reproduces the answer and its eos exactly when, at each of their
+    positions, the argmax given the correct prefix is the correct token (ties, of
+    measure zero, count as matches). So it comes free with the loss's forward pass,
+    on every training batch, with no decoding.
+
+    Args:
+      logprobs: (batch, length) log-probabilities of the target tokens.
+      top_logprobs: (batch, length) log-probability of the most likely token
+        (`token_logprobs(..., return_top=True)`).
+      loss_mask: (batch, length) bool, True on the answer and eos tokens.
+    """
+    greedy = (logprobs >= top_logprobs) | ~loss_mask
+    return jnp.mean(jnp.all(greedy, axis=-1).astype(jnp.float32))

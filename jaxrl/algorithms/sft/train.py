@@ -8,7 +8,11 @@ One update:
     `{"seed", "num_agents", "batches"}`, and a resumed run redraws exactly the batches
     an uninterrupted one would have seen.
   * `learn(state, batch)` (jitted, one agent) takes one optimiser step on the masked
-    token cross-entropy (`losses.py`).
+    token cross-entropy (`losses.py`), and updates the running training accuracy
+    (greedy exact match of the batch, free under teacher forcing). Once it reaches
+    `stop_at_train_accuracy` the agent is stopped: later `learn` calls leave its
+    parameters and optimiser state as they are, and `early_stop` ends the run when
+    every agent has stopped.
 
 State: `params` are the trained parameters (the whole model, or the LoRA adapters),
 `base_params` the frozen base model under LoRA (None otherwise; not checkpointed: `init`
@@ -26,6 +30,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import struct
@@ -55,6 +60,8 @@ class SFTState:
     opt_state: Any
     update_step: jax.Array  # int32, completed updates
     hparams: Any  # SFTHyperParams (float32 leaves, sweepable)
+    train_accuracy: jax.Array  # float32, EMA of the batches' greedy exact match
+    stopped_at: jax.Array  # int32, the update after which the agent stopped; -1: training
     base_params: Any = None  # LoRA: the frozen base model (not checkpointed)
 
 
@@ -93,8 +100,10 @@ class SFT(LMAlgorithm):
         return SFTState(
             params=trainable,
             opt_state=self.optimizer(hparams, 1.0).init(trainable),
-            update_step=jax.numpy.zeros((), jax.numpy.int32),
+            update_step=jnp.zeros((), jnp.int32),
             hparams=hparams,
+            train_accuracy=jnp.zeros((), jnp.float32),
+            stopped_at=jnp.full((), -1, jnp.int32),
             base_params=frozen,
         )
 
@@ -125,35 +134,58 @@ class SFT(LMAlgorithm):
         return encode_rows(self.tokenizer, examples, self.max_len)
 
     def learn(self, state: SFTState, batch: dict[str, jax.Array]) -> tuple[SFTState, dict]:
-        """One optimiser step on the batch's masked token cross-entropy (one agent)."""
-        hp = state.hparams
+        """One optimiser step on the batch's masked token cross-entropy (one agent); a
+        stopped agent computes the same metrics and keeps its parameters."""
+        c, hp = self.config, state.hparams
         lr_scale = self.lr_scale(state.update_step)
         loss_mask = batch["loss_mask"][:, 1:]  # token_logprobs scores tokens 1..L-1
 
         def loss_fn(trainable):
-            logprobs, entropy = token_logprobs(
+            logprobs, entropy, top = token_logprobs(
                 self.model,
                 self.model_params(trainable, state.base_params),
                 batch["tokens"],
                 attention_mask=batch["mask"],
-                chunk_size=self.config.logprob_chunk,
+                chunk_size=c.logprob_chunk,
                 return_entropy=True,
+                return_top=True,
             )
             loss, num_tokens = losses.masked_token_nll(logprobs, loss_mask)
-            return loss, (logprobs, entropy, num_tokens)
+            return loss, (logprobs, entropy, top, num_tokens)
 
-        (loss, (logprobs, entropy, num_tokens)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
-            state.params
-        )
+        (loss, (logprobs, entropy, top, num_tokens)), grads = jax.value_and_grad(
+            loss_fn, has_aux=True
+        )(state.params)
         optimizer = self.optimizer(hp, lr_scale)
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+        stopped = state.stopped_at >= 0
+        params, opt_state = jax.tree.map(
+            lambda old, new: jnp.where(stopped, old, new),
+            (state.params, state.opt_state),
+            (optax.apply_updates(state.params, updates), opt_state),
+        )
+        exact_match = losses.greedy_exact_match(logprobs, top, loss_mask)
+        train_accuracy = optax.incremental_update(
+            exact_match, state.train_accuracy, 1.0 - c.train_accuracy_decay
+        )
+        update_step = state.update_step + 1
+        if c.stop_at_train_accuracy is not None:
+            reached = ~stopped & (train_accuracy >= c.stop_at_train_accuracy)
+            stopped_at = jnp.where(reached, update_step, state.stopped_at)
+        else:
+            stopped_at = state.stopped_at
         state = state.replace(
-            params=optax.apply_updates(state.params, updates),
+            params=params,
             opt_state=opt_state,
-            update_step=state.update_step + 1,
+            update_step=update_step,
+            train_accuracy=jnp.where(stopped, state.train_accuracy, train_accuracy),
+            stopped_at=stopped_at,
         )
         metrics = {
             "loss": loss,
+            "exact_match": exact_match,
+            "train_accuracy": state.train_accuracy,
+            "stopped": (stopped_at >= 0).astype(jnp.float32),
             "tokens": num_tokens,
             "entropy": losses.masked_token_mean(jax.lax.stop_gradient(entropy), loss_mask),
             "answer_prob": losses.answer_probability(logprobs, loss_mask),
@@ -161,6 +193,12 @@ class SFT(LMAlgorithm):
             "lr": hp.lr * lr_scale,
         }
         return state, metrics
+
+    def early_stop(self, state: SFTState) -> tuple[SFTState, bool]:
+        """Ends the run once every agent has stopped (see `stop_at_train_accuracy`)."""
+        if self.config.stop_at_train_accuracy is None:
+            return state, False
+        return state, bool(np.all(np.asarray(state.stopped_at) >= 0))
 
     # ------------------------------------------------------------------ evaluation
     def eval_accuracy(self, params: Any, examples: Sequence[tasks.Example]) -> float:
@@ -179,9 +217,15 @@ class SFT(LMAlgorithm):
         """Held-out accuracy (mean and per agent) and, with a run directory, agent 0's
         model exported to `run_dir/model/` (LoRA merged; Hugging Face layout)."""
         per_agent = self._per_agent_accuracy(state, self.task.eval_examples())
+        stopped_at = np.asarray(state.stopped_at).reshape(-1)
         summary: dict[str, Any] = {
             "eval_accuracy": float(np.mean(per_agent)),
             "eval_accuracy_per_agent": per_agent,
+            "train_accuracy_per_agent": np.asarray(state.train_accuracy).reshape(-1).tolist(),
+            # Samples each agent trained on (None: it never stopped, so the whole budget).
+            "stopped_at_samples_per_agent": [
+                int(u) * self.config.batch_size if u >= 0 else None for u in stopped_at
+            ],
         }
         summary.update(self.export_agent0(state, run_dir))
         return summary
