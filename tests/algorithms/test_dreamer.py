@@ -69,7 +69,7 @@ def test_gradient_steps_follow_the_train_ratio():
     config = cfg.replace(dreamer.DreamerConfig(), **{**TINY, "train_ratio": 4.0}).validate()
     assert config.gradient_steps == 2  # 4 * 8 env steps = 2 * (2 x 8) replayed steps
     default = dreamer.DreamerConfig().validate()
-    assert default.gradient_steps == 1  # 32 * 32 = 1024 = 16 x 64
+    assert default.gradient_steps == 2  # 64 * 32 env steps = 2048 = 2 x (16 x 64)
 
 
 def test_posterior_auto_is_the_rssm_for_gru_and_observation_only_otherwise():
