@@ -27,6 +27,7 @@ def test_gru_cartpole_beats_random_clearly_in_16k_steps():
     """512 updates (16,384 steps) at the default train ratio (64: 1,024 gradient steps);
     measured SLOW_MEASURED."""
     summary = _train("CartPole-v1", total_steps=16_384)
+    print(f"final return {summary['final_return_mean']:.1f}, {summary['train_seconds']:.0f} s")
     assert summary["final_return_mean"] >= 50, summary
 
 

@@ -243,7 +243,6 @@ def test_multi_turn_run_resumes_exactly(tmp_path):
 
 # ---------------------------------------------------------------------- learning
 WARM_START = dict(
-    stop_at_train_accuracy=None,  # a fixed budget: the reply format only
     task="guess",
     max_number=8,
     num_eval=50,
@@ -262,7 +261,9 @@ def warm_start(tmp_path_factory):
     """SFT on the game's (prompt, number) pairs: it teaches the reply format only (the
     number is unpredictable). 3,200 samples, ~20 s."""
     run_dir = tmp_path_factory.mktemp("sft_guess")
-    config = cfg.replace(sft.default_config(), **WARM_START, total_steps=3200)
+    config = cfg.replace(
+        sft.default_config(), **WARM_START, total_steps=3200, stop_at_train_accuracy=None
+    )
     train(sft.make(config), RunConfig(run_dir=str(run_dir), progress=False))
     return run_dir
 

@@ -69,7 +69,7 @@ class DreamerConfig:
     """Replayed steps per environment step (DreamerV3's train ratio): gradient steps per
     update = train_ratio * num_envs * train_every / (batch_size * batch_length), which
     must be a whole number. 64 (one gradient step per 16 environment steps) is where
-    every backbone solves CartPole within 100k steps (final returns 500 / 493 / TF_R64
+    every backbone solves CartPole within 100k steps (final returns 500 / 493 / 500
     for gru / ssm / transformer, against 370 / 357 / 463 at 32; benchmarks/README.md,
     "Dreamer learning"); DreamerV3 itself uses 512 and more, which a CPU cannot afford."""
     batch_size: int = 16
