@@ -25,7 +25,7 @@ def _train(env: str, **overrides) -> dict:
 @pytest.mark.slow
 def test_gru_cartpole_beats_random_clearly_in_16k_steps():
     """512 updates (16,384 steps) at the default train ratio (64: 1,024 gradient steps);
-    measured SLOW_MEASURED."""
+    measured 185.9 in 152 s of training (2 quiet cores)."""
     summary = _train("CartPole-v1", total_steps=16_384)
     print(f"final return {summary['final_return_mean']:.1f}, {summary['train_seconds']:.0f} s")
     assert summary["final_return_mean"] >= 50, summary
