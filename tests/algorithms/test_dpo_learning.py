@@ -120,7 +120,9 @@ def test_the_cli_trains_a_lora_reward_model_on_a_pairs_file_and_evaluates_it(tmp
 @pytest.mark.full
 def test_dpo_after_an_sft_warm_start_improves_held_out_pass_at_1(tmp_path, default_warm_start):
     """The pipeline DPO is meant for: the default SFT warm start on 3-digit addition, then
-    DPO on synthetic pairs; held-out greedy exact match before and after."""
+    DPO on synthetic pairs; held-out greedy exact match before and after. Measured from
+    the default warm start that stops at 0.3 (AVX-512 CPU, quiet): 0.316 -> 0.410, reward
+    accuracy 0.863, 40 s."""
     algo = dpo.make(cfg.replace(dpo.default_config(), model=str(default_warm_start)))
     start = time.perf_counter()
     result = train(algo, RunConfig(run_dir=str(tmp_path / "dpo"), seed=0, progress=False))
