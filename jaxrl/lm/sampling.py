@@ -673,13 +673,14 @@ def _token_logprobs(
         h_c, t_c = args
         z = _project(h_c, head) / temperature  # (chunk, vocab) float32
         lse = jax.nn.logsumexp(z, axis=-1)
-        lp = jnp.take_along_axis(z, t_c[:, None], axis=-1)[:, 0] - lse
-        # H = logsumexp(z) - sum_v softmax(z)_v z_v
-        ent = lse - jnp.sum(jax.nn.softmax(z, axis=-1) * z, axis=-1) if with_entropy else lp
-        top = jax.lax.stop_gradient(jnp.max(z, axis=-1) - lse) if with_top else lp
-        return lp, ent, top
+        out = {"lp": jnp.take_along_axis(z, t_c[:, None], axis=-1)[:, 0] - lse}
+        if with_entropy:  # H = logsumexp(z) - sum_v softmax(z)_v z_v
+            out["ent"] = lse - jnp.sum(jax.nn.softmax(z, axis=-1) * z, axis=-1)
+        if with_top:
+            out["top"] = jax.lax.stop_gradient(jnp.max(z, axis=-1) - lse)
+        return out
 
-    lp, ent, top = lax.map(score, (h, targets))
+    scored = lax.map(score, (h, targets))  # only the quantities asked for
     valid = mask[:, start:]
 
     def unflatten(x: jax.Array) -> jax.Array:
@@ -687,8 +688,6 @@ def _token_logprobs(
         x = jnp.where(valid, x, 0.0)
         return jnp.pad(x, ((0, 0), (start - 1, 0)))
 
-    return (
-        unflatten(lp),
-        unflatten(ent) if with_entropy else None,
-        unflatten(top) if with_top else None,
+    return tuple(
+        unflatten(scored[name]) if name in scored else None for name in ("lp", "ent", "top")
     )

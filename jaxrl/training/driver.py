@@ -272,7 +272,7 @@ def train(algo: Algorithm, run: RunConfig, *, init_params: Any = None) -> TrainR
         stepper.compile(state, min(chunk, algo.num_updates - start_update))
 
     loop = _Loop(algo, run, agents, run_dir, is_main, checkpoints, stepper)
-    state, host_state, updates_run = loop.run_chunks(
+    state, host_state, updates_run, stopped_early_at = loop.run_chunks(
         state, host_state, start_update, chunk, history, train_clock, compile_clock
     )
 
@@ -287,8 +287,8 @@ def train(algo: Algorithm, run: RunConfig, *, init_params: Any = None) -> TrainR
         train_clock=train_clock,
         compile_clock=compile_clock,
     )
-    if loop.stopped_early_at is not None:
-        summary["stopped_early_at_update"] = loop.stopped_early_at
+    if stopped_early_at is not None:
+        summary["stopped_early_at_update"] = stopped_early_at
     summary.update(algo.finish(state, run_dir) or {})
     summary["wall_seconds"] = time.perf_counter() - wall_start
     if is_main and run_dir is not None:
@@ -309,8 +309,10 @@ class _Loop:
         self.multi_process = jax.process_count() > 1
 
     def run_chunks(self, state, host_state, update, chunk, history, clock, compile_clock):
-        """Runs chunks from `update` to the end; appends their rows to `history`.
-        `clock` times the chunks, less any compilation inside them (`compile_clock`)."""
+        """Runs chunks from `update` to the end (or until `early_stop` ends the run);
+        appends their rows to `history`. `clock` times the chunks, less any compilation
+        inside them (`compile_clock`). Returns `(state, host_state, updates run, the
+        update at which early_stop ended the run or None)`."""
         algo, n = self.algo, self.agents.num_agents
         spu = algo.steps_per_update
         writer = _tensorboard_writer(self.run_dir, self.run.tensorboard) if self.is_main else None
@@ -321,14 +323,13 @@ class _Loop:
             unit=algo.progress_unit,
             num_agents=n,
         )
-        updates_run = 0
-        self.stopped_early_at = None
+        updates_run, stopped_early_at = 0, None
         if update > 0:  # a resumed run that its algorithm had already ended trains no more
             state, done = algo.early_stop(state)
-            self.stopped_early_at = update if done else None
+            stopped_early_at = update if done else None
         try:
             with _StopSignals() as stop:
-                while update < algo.num_updates and self.stopped_early_at is None:
+                while update < algo.num_updates and stopped_early_at is None:
                     length = min(chunk, algo.num_updates - update)
                     compiled = compile_clock.wall, compile_clock.cpu
                     with clock:
@@ -348,7 +349,7 @@ class _Loop:
                     progress.update(spu * length, row)
                     state, done = algo.early_stop(state)
                     if done:
-                        self.stopped_early_at = update
+                        stopped_early_at = update
                     finished = update >= algo.num_updates or done
                     due = self.checkpoints is not None and self.checkpoints.due(update)
                     due, signum = _agreed(due, stop.signum, self.multi_process)
@@ -362,7 +363,7 @@ class _Loop:
                 writer.close()
             if self.checkpoints is not None:
                 self.checkpoints.close()
-        return state, host_state, updates_run
+        return state, host_state, updates_run, stopped_early_at
 
     def _write_row(self, row: dict[str, Any], writer: Any) -> None:
         if self.is_main and self.run_dir is not None:
