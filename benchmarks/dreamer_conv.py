@@ -22,6 +22,15 @@ multiply-adds relative to the plain one (s2d: 1.44x, its kernel holds zeros;
 sub-pixel: 0.36x). The float32 matmul peak (a jitted 2048^3 matmul,
 `grpo_step.matmul_peak`) is measured before and after. Writes a table and JSON
 (default benchmarks/results/dreamer_conv.json).
+
+`--loop-length N` (default 2) also times every whole stack's forward + gradient the way
+a trainer runs it: inside a `lax.scan` of N steps whose carry is the kernels (one SGD
+step each, so nothing is hoisted out), per step. On XLA's CPU backend a convolution's
+gradient inside a loop can be 10-80x slower than alone, and the form decides whether it
+is; `--loop-batch` (default: `--batch`) shrinks those cells, because the slow ones take
+minutes per step at batch 1024. The MinAtar encoders (Dreamer's two 3x3 convolutions on
+10x10x4 frames, DQN/PQN's one 3x3 "valid" convolution) are timed the same way, plain
+`lax.conv` against `jaxrl.nn.conv.patch_conv`.
 """
 
 from __future__ import annotations
@@ -51,17 +60,35 @@ FLOPS_RATIO = {
 }
 
 
-def _time(fn, args, iters: int) -> float:
+def _time(fn, args, iters: int, warmup: bool = True) -> float:
     import jax
 
     compiled = jax.jit(fn).lower(*args).compile()
-    jax.block_until_ready(compiled(*args))
+    if warmup:
+        jax.block_until_ready(compiled(*args))
     seconds = []
     for _ in range(iters):
         t0 = time.perf_counter()
         jax.block_until_ready(compiled(*args))
         seconds.append(time.perf_counter() - t0)
     return statistics.median(seconds)
+
+
+def _time_in_loop(fn, args, iters: int, length: int) -> float:
+    """Seconds per step of `length` steps of `jax.value_and_grad(fn)` inside a `lax.scan`
+    whose carry is the kernels (`args[1]`), each step one small SGD step on them."""
+    import jax
+
+    grad = _grad_fn(fn)
+
+    def loop(x, ws, cot):
+        def step(ws, _):
+            _, (_, g) = grad(x, ws, cot)
+            return jax.tree.map(lambda w, d: w - 1e-6 * d, ws, g), None
+
+        return jax.lax.scan(step, ws, None, length=length)[0]
+
+    return _time(loop, args, iters, warmup=False) / length
 
 
 def _stage_fn(kind: str, impl: str):
@@ -137,9 +164,12 @@ def measure_stages(batch: int, iters: int) -> list[dict[str, Any]]:
     return rows
 
 
-def measure_stacks(batch: int, iters: int) -> list[dict[str, Any]]:
+def measure_stacks(
+    batch: int, iters: int, loop_batch: int, loop_length: int
+) -> list[dict[str, Any]]:
     """The whole encoder (4 conv + pool stages) and decoder (4 upsample + conv stages),
-    SiLU between stages, every stage in the same form."""
+    SiLU between stages, every stage in the same form; alone at `batch` and (when
+    `loop_length` > 0) inside a loop at `loop_batch`."""
     import jax
     import jax.numpy as jnp
 
@@ -180,12 +210,82 @@ def measure_stacks(batch: int, iters: int) -> list[dict[str, Any]]:
                 "forward_and_grad_gflop_per_s": 3 * flops / grad / 1e9,
                 "gflop_forward": flops / 1e9,
             }
+            loop_note = ""
+            if loop_length > 0:
+                lx, lc = x[:loop_batch], cot[:loop_batch]
+                in_loop = _time_in_loop(stack, (lx, weights, lc), 1, loop_length)
+                alone = _time(_grad_fn(stack), (lx, weights, lc), iters)
+                row.update(
+                    loop_batch=loop_batch,
+                    loop_length=loop_length,
+                    forward_and_grad_alone_at_loop_batch_ms=1e3 * alone,
+                    forward_and_grad_in_loop_ms=1e3 * in_loop,
+                    loop_slowdown=in_loop / alone,
+                )
+                loop_note = (
+                    f"  at batch {loop_batch}: alone {1e3 * alone:8.1f} ms, in a loop "
+                    f"{1e3 * in_loop:9.1f} ms ({in_loop / alone:5.1f}x)"
+                )
             rows.append(row)
             print(
                 f"  {kind:<8} {impl:<16} fwd {row['forward_ms']:8.1f} ms "
                 f"({row['forward_gflop_per_s']:6.1f} GFLOP/s)  fwd+grad "
                 f"{row['forward_and_grad_ms']:8.1f} ms "
-                f"({row['forward_and_grad_gflop_per_s']:6.1f})",
+                f"({row['forward_and_grad_gflop_per_s']:6.1f}){loop_note}",
+                flush=True,
+            )
+    return rows
+
+
+# MinAtar's small encoders (10x10x4 frames): (name, batch, [(out channels, stride,
+# padding), ...]) with 3x3 kernels. Dreamer's replays 16 x 64 frames per gradient step;
+# DQN's minibatch is 32 (PQN's is larger; its cost grows as DQN's does).
+MINATAR = [
+    ("dreamer-minatar", 1024, [(16, 1, "SAME"), (32, 2, "SAME")]),
+    ("dqn-minatar", 32, [(16, 1, "VALID")]),
+]
+
+
+def measure_minatar(iters: int, loop_length: int) -> list[dict[str, Any]]:
+    """MinAtar's encoders, plain `lax.conv` against `patch_conv`, forward + gradient
+    alone and inside a loop of `max(loop_length, 2)` steps."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxrl.nn import conv
+
+    rows = []
+    dims = ("NHWC", "HWIO", "NHWC")
+    for name, batch, layers in MINATAR:
+        keys = jax.random.split(jax.random.key(2), len(layers) + 2)
+        x = jax.random.uniform(keys[0], (batch, 10, 10, 4), jnp.float32)
+        weights, c_in = [], 4
+        for k, (c_out, _, _) in zip(keys[2:], layers, strict=True):
+            weights.append(jax.random.normal(k, (3, 3, c_in, c_out), jnp.float32) * 0.1)
+            c_in = c_out
+        for impl, conv_fn in (("xla", jax.lax.conv_general_dilated), ("patch", conv.patch_conv)):
+
+            def encoder(x, ws, conv_fn=conv_fn, layers=layers):
+                for wi, (_, stride, padding) in zip(ws, layers, strict=True):
+                    y = conv_fn(x, wi, (stride, stride), padding, dimension_numbers=dims)
+                    x = jax.nn.silu(y)
+                return x
+
+            cot = jax.random.normal(keys[1], jax.eval_shape(encoder, x, weights).shape)
+            alone = _time(_grad_fn(encoder), (x, weights, cot), iters)
+            in_loop = _time_in_loop(encoder, (x, weights, cot), iters, max(loop_length, 2))
+            row = {
+                "kind": name,
+                "impl": impl,
+                "batch": batch,
+                "forward_and_grad_ms": 1e3 * alone,
+                "forward_and_grad_in_loop_ms": 1e3 * in_loop,
+                "loop_slowdown": in_loop / alone,
+            }
+            rows.append(row)
+            print(
+                f"  {name:<16} {impl:<6} batch {batch:>5}: fwd+grad alone {1e3 * alone:7.2f} ms, "
+                f"in a loop {1e3 * in_loop:8.2f} ms ({in_loop / alone:5.1f}x)",
                 flush=True,
             )
     return rows
@@ -197,35 +297,52 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--batch", type=int, default=1024, help="frames per call (16 x 64)")
     p.add_argument("--iters", type=int, default=7, help="timed calls per cell (median)")
+    p.add_argument(
+        "--loop-length", type=int, default=2, help="steps of the in-loop cells (0: skip them)"
+    )
+    p.add_argument("--loop-batch", type=int, default=None, help="frames of the in-loop cells")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = p.parse_args(argv)
+    loop_batch = args.loop_batch or args.batch
     sys.path.insert(0, str(HERE))
     from grpo_step import matmul_peak
 
     load = warn_if_loaded("other work on the machine slows every cell")
     result = run_metadata("dreamer_conv", __file__, argv)
-    result.update(batch=args.batch, iters=args.iters, kernel=KERNEL)
+    result.update(
+        batch=args.batch,
+        iters=args.iters,
+        kernel=KERNEL,
+        loop_length=args.loop_length,
+        loop_batch=loop_batch,
+    )
     peaks = [matmul_peak()]
     print(f"float32 matmul peak: {peaks[0]['gflop_per_s_best']:.1f} GFLOP/s", flush=True)
     print(f"stages at batch {args.batch} (GFLOP/s of the plain convolution's count):")
     result["stages"] = measure_stages(args.batch, args.iters)
     print("whole stacks:")
-    result["stacks"] = measure_stacks(args.batch, args.iters)
+    result["stacks"] = measure_stacks(args.batch, args.iters, loop_batch, args.loop_length)
+    print("MinAtar encoders (3x3 convolutions on 10x10x4 frames):")
+    result["minatar"] = measure_minatar(args.iters, args.loop_length)
     peaks.append(matmul_peak())
     result["matmul_peak"] = peaks
     result["matmul_peak_gflop_per_s"] = max(x["gflop_per_s_best"] for x in peaks)
     result["load_average_before"] = load
     result["load_average_after"] = warn_if_loaded("the load rose during the run")
-    best = {}
+    best: dict[str, str] = {}
     for kind in ("encoder", "decoder"):
         rows = [r for r in result["stacks"] if r["kind"] == kind]
-        best[kind] = min(rows, key=lambda r: r["forward_and_grad_ms"])["impl"]
         plain = next(r for r in rows if r["impl"] == "xla")
-        print(
-            f"{kind}: fastest forward + gradient is {best[kind]} "
-            f"({fmt(plain['forward_and_grad_ms'], '.1f')} ms plain -> "
-            f"{min(r['forward_and_grad_ms'] for r in rows):.1f} ms)"
-        )
+        cells = [("forward_and_grad_ms", kind, "alone")]
+        if args.loop_length > 0:
+            cells.append(("forward_and_grad_in_loop_ms", f"{kind}_in_loop", "in a loop"))
+        for field, name, where in cells:
+            fastest = min(rows, key=lambda r, field=field: r[field])
+            best[name] = fastest["impl"]
+            print(
+                f"{kind}: fastest forward + gradient {where} is {fastest['impl']} "
+                f"({fmt(plain[field], '.1f')} ms plain -> {fastest[field]:.1f} ms)"
+            )
     result["fastest"] = best
     write_results(args.out, result)
     return 0

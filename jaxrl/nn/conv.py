@@ -34,13 +34,23 @@ has the same parameters.
   instead of 4 x 25 = 100 multiply-adds per input pixel and channel pair at K = 5.
 * `"subpixel_matmul"`: the same with the 3x3 convolution as patch extraction + matmul.
 
+`patch_conv` is `lax.conv_general_dilated` (NHWC, HWIO, any stride and padding) as
+patches + matmul, the form every small convolution of a training step takes (MinAtar
+encoders of Dreamer, DQN and PQN): inside a loop, XLA's CPU convolution gradients are
+10-80x slower than outside one, and a matmul's are not (see `patch_conv`).
+
 Which form is fastest was measured by `benchmarks/dreamer_conv.py` (its numbers are in
 benchmarks/README.md, "Dreamer throughput"); `FAST_POOL` and `FAST_UPSAMPLE` name the
-forms the networks use. `tests/nn/test_conv.py` checks that every form equals the `xla`
-form in values and in gradients.
+forms the networks use: the fastest inside a loop, where training runs them. Alone, the
+`s2d` and `subpixel` forms (plain convolutions over rearranged inputs) are as fast or
+faster; inside a loop their gradients slow down 10-80x like every XLA CPU convolution's,
+and the patch + matmul forms do not. `tests/nn/test_conv.py` checks that every form
+equals the `xla` form in values and in gradients.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -48,9 +58,10 @@ import numpy as np
 
 POOL_IMPLS = ("xla", "s2d", "s2d_matmul", "matmul")
 UPSAMPLE_IMPLS = ("xla", "subpixel", "subpixel_matmul")
-# The forms the networks use (benchmarks/dreamer_conv.py measured all of them).
-FAST_POOL = "s2d"
-FAST_UPSAMPLE = "subpixel"
+# The forms the networks use: the fastest inside a training loop
+# (benchmarks/dreamer_conv.py measures every form alone and in a loop).
+FAST_POOL = "s2d_matmul"
+FAST_UPSAMPLE = "subpixel_matmul"
 
 _DIMS = ("NHWC", "HWIO", "NHWC")
 
@@ -70,21 +81,78 @@ def _conv_same(x: jax.Array, w: jax.Array) -> jax.Array:
     return jax.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=_DIMS)
 
 
-def _patches(x: jax.Array, k: int, pad: tuple[int, int]) -> jax.Array:
+def _patches(
+    x: jax.Array,
+    k: int,
+    pads: tuple[tuple[int, int], tuple[int, int]],
+    strides: tuple[int, int] = (1, 1),
+) -> jax.Array:
     """`[B, H, W, C] -> [B, H', W', k*k*C]`: the k x k neighbourhood of every output pixel
-    (zero padding `pad` = (before, after) on both spatial axes), taps in row-major order
-    with the channels innermost, matching `w.reshape(k * k * C, C_out)` of an HWIO kernel."""
-    b, h, w, c = x.shape
-    xp = jnp.pad(x, ((0, 0), pad, pad, (0, 0)))
-    out_h, out_w = h + sum(pad) - k + 1, w + sum(pad) - k + 1
-    taps = [xp[:, i : i + out_h, j : j + out_w, :] for i in range(k) for j in range(k)]
+    (zero padding `pads` = ((top, bottom), (left, right)), window `strides`), taps in
+    row-major order with the channels innermost, matching `w.reshape(k * k * C, C_out)`
+    of an HWIO kernel."""
+    xp = jnp.pad(x, ((0, 0), *pads, (0, 0)))
+    (sh, sw), (ph, pw) = strides, xp.shape[1:3]
+    out_h, out_w = (ph - k) // sh + 1, (pw - k) // sw + 1
+    taps = [
+        xp[:, i : i + sh * (out_h - 1) + 1 : sh, j : j + sw * (out_w - 1) + 1 : sw, :]
+        for i in range(k)
+        for j in range(k)
+    ]
     return jnp.concatenate(taps, axis=-1)
 
 
 def _conv_matmul(x: jax.Array, w: jax.Array, pad: tuple[int, int]) -> jax.Array:
     k, _, c_in, c_out = w.shape
-    patches = _patches(x, k, pad)
+    patches = _patches(x, k, (pad, pad))
     return patches @ w.reshape(k * k * c_in, c_out)
+
+
+def patch_conv(
+    lhs: jax.Array,
+    rhs: jax.Array,
+    window_strides: tuple[int, int],
+    padding: str | tuple[tuple[int, int], tuple[int, int]],
+    lhs_dilation: tuple[int, int] | None = None,
+    rhs_dilation: tuple[int, int] | None = None,
+    dimension_numbers: Any = _DIMS,
+    feature_group_count: int = 1,
+    precision: Any = None,
+) -> jax.Array:
+    """`lax.conv_general_dilated` for NHWC inputs and square HWIO kernels, written as patch
+    extraction (shifted, strided slices concatenated on the channel axis) and one matmul.
+    A drop-in for flax's `nn.Conv(..., conv_general_dilated=patch_conv)`: same
+    parameters, same values (tests/nn/test_conv.py checks values and gradients).
+
+    Why: inside a `lax.scan` or `while_loop` (which is where every training step runs,
+    under the driver's scan over updates) XLA's CPU backend computes a convolution's
+    gradients 10-80x slower than the same program outside a loop, while a matmul's
+    speed does not change (`benchmarks/dreamer_conv.py --scan`; benchmarks/README.md,
+    "Convolutions inside a loop"). On MinAtar's 10x10 frames this form made a Dreamer
+    gradient step 3.6x faster. No dilation and no feature groups (an error names them).
+    """
+    dims = jax.lax.conv_dimension_numbers(lhs.shape, rhs.shape, dimension_numbers)
+    if dims != jax.lax.conv_dimension_numbers(lhs.shape, rhs.shape, _DIMS):
+        raise ValueError(f"patch_conv needs NHWC inputs and HWIO kernels, got {dimension_numbers}")
+    for name, value in (("lhs_dilation", lhs_dilation), ("rhs_dilation", rhs_dilation)):
+        if value is not None and tuple(value) != (1, 1):
+            raise ValueError(f"patch_conv supports {name}=(1, 1) or None only, got {value}")
+    if feature_group_count != 1:
+        raise ValueError(
+            f"patch_conv supports feature_group_count=1 only, got {feature_group_count}"
+        )
+    k, k_w, c_in, c_out = rhs.shape
+    if k != k_w or lhs.ndim != 4:
+        raise ValueError(
+            f"patch_conv needs a square [K, K, C_in, C_out] kernel and a [B, H, W, C] input, "
+            f"got {rhs.shape} and {lhs.shape}"
+        )
+    strides = tuple(window_strides)
+    if isinstance(padding, str):
+        padding = jax.lax.padtype_to_pads(lhs.shape[1:3], (k, k), strides, padding)
+    pads = tuple(tuple(int(p) for p in pair) for pair in padding)
+    patches = _patches(lhs, k, pads, strides)
+    return jnp.matmul(patches, rhs.reshape(k * k * c_in, c_out), precision=precision)
 
 
 def space_to_depth(x: jax.Array) -> jax.Array:

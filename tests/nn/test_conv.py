@@ -102,3 +102,70 @@ def test_space_to_depth_round_trips():
 def test_bad_input_is_refused_with_a_clear_error(x_shape, w_shape, impl, match):
     with pytest.raises(ValueError, match=match):
         conv.conv_pool(jnp.zeros(x_shape), jnp.zeros(w_shape), impl)
+
+
+# (batch, height, width, in channels, out channels, kernel, stride, padding): MinAtar's
+# Dreamer encoder (3x3 "same", stride 1 then 2), DQN/PQN's 3x3 "valid", odd sizes, and
+# explicit asymmetric padding.
+PATCH_CASES = [
+    (2, 10, 10, 4, 16, 3, 1, "SAME"),
+    (2, 10, 10, 16, 8, 3, 2, "SAME"),
+    (3, 10, 10, 4, 16, 3, 1, "VALID"),
+    (1, 9, 7, 3, 5, 3, 2, "VALID"),
+    (1, 8, 8, 2, 3, 5, 2, ((2, 1), (0, 3))),
+    (2, 6, 6, 3, 4, 1, 1, "SAME"),
+]
+
+
+@pytest.mark.parametrize("case", PATCH_CASES, ids=str)
+def test_patch_conv_equals_lax_conv_in_values_and_gradients(case):
+    b, h, w, c_in, c_out, k, stride, padding = case
+    kx, kw = jax.random.split(jax.random.key(h * w + k + stride))
+    x = jax.random.normal(kx, (b, h, w, c_in))
+    weight = jax.random.normal(kw, (k, k, c_in, c_out))
+    dims = ("NHWC", "HWIO", "NHWC")
+
+    def plain(x, weight):
+        return jax.lax.conv_general_dilated(
+            x, weight, (stride, stride), padding, dimension_numbers=dims
+        )
+
+    def form(x, weight):
+        return conv.patch_conv(x, weight, (stride, stride), padding, dimension_numbers=dims)
+
+    out_shape = jax.eval_shape(plain, x, weight).shape
+    cot = jax.random.normal(jax.random.key(7), out_shape)
+    expected = _value_and_grads(plain, x, weight, cot)
+    got = _value_and_grads(form, x, weight, cot)
+    assert got[0].shape == out_shape
+    np.testing.assert_allclose(got[0], expected[0], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got[1][0], expected[1][0], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got[1][1], expected[1][1], rtol=1e-4, atol=1e-3)
+
+
+def test_patch_conv_is_a_drop_in_for_flax_conv():
+    """Same parameter tree and the same outputs as flax's default convolution."""
+    import flax.linen as nn
+
+    x = jax.random.normal(jax.random.key(0), (2, 10, 10, 4))
+    plain = nn.Conv(8, (3, 3), strides=2)
+    form = nn.Conv(8, (3, 3), strides=2, conv_general_dilated=conv.patch_conv)
+    params = plain.init(jax.random.key(1), x)
+    assert jax.tree.structure(params) == jax.tree.structure(form.init(jax.random.key(1), x))
+    np.testing.assert_allclose(form.apply(params, x), plain.apply(params, x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"rhs_dilation": (2, 2)}, "rhs_dilation"),
+        ({"lhs_dilation": (2, 2)}, "lhs_dilation"),
+        ({"feature_group_count": 2}, "feature_group_count"),
+        ({"dimension_numbers": ("NCHW", "OIHW", "NCHW")}, "NHWC"),
+    ],
+)
+def test_patch_conv_rejects_what_it_does_not_compute(kwargs, field):
+    x = jnp.zeros((1, 6, 6, 4))
+    weight = jnp.zeros((3, 3, 4, 4))
+    with pytest.raises(ValueError, match=field):
+        conv.patch_conv(x, weight, (1, 1), "SAME", **kwargs)

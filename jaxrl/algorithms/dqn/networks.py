@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl.algorithms.ppo.networks import flatten_obs
-from jaxrl.nn import MLP, orthogonal
+from jaxrl.nn import MLP, conv, orthogonal
 
 TORSOS = ("mlp", "conv")
 
@@ -41,6 +41,7 @@ class ConvTorso(nn.Module):
             padding="VALID",
             kernel_init=orthogonal(),
             bias_init=nn.initializers.zeros,
+            conv_general_dilated=conv.patch_conv,
         )(obs.astype(jnp.float32))
         return flatten_obs(nn.relu(x), 1)
 

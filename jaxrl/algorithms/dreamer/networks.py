@@ -72,7 +72,13 @@ class Encoder(nn.Module):
         lead = obs.shape[:-3]
         x = obs.reshape(-1, *obs.shape[-3:]).astype(jnp.float32)
         for depth, stride in ((self.conv_depth, 1), (2 * self.conv_depth, 2)):
-            x = nn.Conv(depth, (3, 3), strides=stride, use_bias=False)(x)
+            x = nn.Conv(
+                depth,
+                (3, 3),
+                strides=stride,
+                use_bias=False,
+                conv_general_dilated=conv.patch_conv,
+            )(x)
             x = nn.silu(nn.LayerNorm()(x))
         x = x.reshape(*lead, -1)
         return DenseStack(self.units, 1)(x)

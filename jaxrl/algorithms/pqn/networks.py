@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl.algorithms.ppo.networks import flatten_obs
+from jaxrl.nn import conv
 
 
 def normalization(kind: str) -> Callable[[jax.Array], jax.Array]:
@@ -46,14 +47,15 @@ class QNetwork(nn.Module):
     @nn.compact
     def __call__(self, obs: jax.Array) -> jax.Array:
         normalize = normalization(self.norm)
-        conv = self.torso == "conv"
-        init = nn.initializers.he_normal() if conv else nn.initializers.lecun_normal()
-        if conv:
+        use_conv = self.torso == "conv"
+        init = nn.initializers.he_normal() if use_conv else nn.initializers.lecun_normal()
+        if use_conv:
             x = nn.Conv(
                 self.conv_channels,
                 kernel_size=(3, 3),
                 padding="VALID",
                 kernel_init=init,
+                conv_general_dilated=conv.patch_conv,
             )(obs.astype(jnp.float32))
             x = nn.relu(normalize(x))
             x = flatten_obs(x, 1)
