@@ -18,6 +18,10 @@ JSON line with:
 * `update`: the fused `update` (`train_every` steps of `num_envs` environments into
   replay, then the learning phase) timed the same way; `env_steps_per_second` =
   `num_envs * train_every / median seconds` (`"update": false` skips it).
+* `train_step_in_loop`: the same gradient step the way training runs it, `loop_length`
+  (default 2; 0 skips it) steps inside one `lax.scan` (the driver scans over updates and
+  the learning phase over gradient steps), timed once after compiling, per step. On
+  XLA's CPU backend a plain convolution's gradient is 10-80x slower inside a loop.
 * `train_step_flops`: XLA's cost analysis of the compiled gradient step, which
   counts a loop body once, scaled by the ratio of the loop-weighted to the
   once-counted matmul and convolution FLOPs of its jaxpr (`jaxrl.plan.matmul_cost`,
@@ -32,6 +36,8 @@ Workloads:
   attention). The train ratio stays DreamerV3's 32 replayed steps per environment
   step with one gradient step per update: `train_every = batch_size * batch_length /
   (32 * num_envs)` with 4 environments (8, 32 and 128 steps at lengths 64, 256, 1024).
+* `"minatar"`: Breakout-MinAtar (10x10x4 frames) at its preset (`xs`, batch 16 x 64,
+  `image_net="minatar"`); `conv` "fast" (`patch_conv`, the default) or "xla".
 * `"matched"`: the official DreamerV3's smallest preset's shapes (`matched_config`):
   64x64x3 frames (`NoiseFrames`, random pixels in [0, 1], 4 actions), batch 16 x 64,
   the `1m` model size, `image_net="dreamerv3"` with depth 4, the GRU (RSSM), and
@@ -167,6 +173,14 @@ def build(args: dict[str, Any]):
             algo.world_model.encoder = networks.ConvEncoder(c.conv_depth, impl="xla")
             algo.world_model.decoder = networks.ConvDecoder(c.conv_depth, algo.obs_shape, "xla")
         return algo
+    if args.get("workload") == "minatar":
+        algo = dreamer.make(dreamer.default_config("Breakout-MinAtar"))
+        if args.get("conv", "fast") == "xla":
+            c, wm = algo.config, algo.world_model
+            wm.encoder = networks.Encoder(
+                c.sizes["units"], c.sizes["layers"], True, c.conv_depth, "xla"
+            )
+        return algo
     fields = length_config(
         args["backbone"],
         int(args["batch_length"]),
@@ -238,6 +252,20 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
     scale = looped.flops / once.flops if once.flops else 1.0
     flops = None if xla is None else xla * scale
 
+    loop_length = int(args.get("loop_length", 2))
+    in_loop_seconds = None
+    if loop_length > 0:
+        keys = jax.random.split(key, loop_length)
+        t0 = time.perf_counter()
+        looped_step = (
+            jax.jit(lambda s, ks: jax.lax.scan(algo._train_step, s, ks)[0])
+            .lower(state, keys)
+            .compile()
+        )
+        compile_seconds["train_step_in_loop"] = time.perf_counter() - t0
+        loop_times = time_calls(lambda: jax.block_until_ready(looped_step(state, keys)), 1)
+        in_loop_seconds = loop_times["wall"] / loop_length
+
     update_times = {"wall": None, "wall_min": None}
     if args.get("update", True):
         t0 = time.perf_counter()
@@ -268,6 +296,8 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
         "train_step_seconds_min": step_times["wall_min"],
         "train_step_cpu_seconds": step_times["cpu"],
         "updates_per_second": 1.0 / step_times["wall"],
+        "train_step_in_loop_seconds": in_loop_seconds,
+        "loop_length": loop_length,
         "update_seconds": update_times["wall"],
         "update_seconds_min": update_times["wall_min"],
         "env_steps_per_second": update_times["wall"]

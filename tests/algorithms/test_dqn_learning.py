@@ -40,4 +40,5 @@ def test_c51_learns_cartpole():
 def test_dqn_on_minatar_breakout_clearly_above_random():
     # A uniformly random policy scores about 0.5 per episode on Breakout-MinAtar.
     summary = _train(dqn, "Breakout-MinAtar", num_seeds=2, total_steps=500_000)
+    print(f"final returns {summary['final_return_per_agent']}")
     assert summary["final_return_mean"] >= 3.0, summary

@@ -31,4 +31,5 @@ def test_cartpole_reaches_450_with_4_seeds():
 def test_minatar_breakout_clearly_above_random():
     # A uniformly random policy scores about 0.5 per episode on Breakout-MinAtar.
     summary = _train("Breakout-MinAtar", num_seeds=2, total_steps=1_000_000)
+    print(f"final returns {summary['final_return_per_agent']}")
     assert summary["final_return_mean"] >= 5.0, summary

@@ -57,12 +57,15 @@ class DenseStack(nn.Module):
 
 class Encoder(nn.Module):
     """Observation -> embedding. Vectors: symlog, then an MLP. Images `(H, W, C)`: two
-    3x3 convolutions (the second with stride 2), LayerNorm and SiLU, then a dense layer."""
+    3x3 convolutions (the second with stride 2), LayerNorm and SiLU, then a dense layer.
+    `impl`: the convolutions as `"patch"` (`jaxrl.nn.conv.patch_conv`, the fast form
+    inside a training loop) or `"xla"` (`lax.conv`); the same function and parameters."""
 
     units: int
     layers: int
     image: bool
     conv_depth: int
+    impl: str = "patch"
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> jax.Array:
@@ -77,7 +80,7 @@ class Encoder(nn.Module):
                 (3, 3),
                 strides=stride,
                 use_bias=False,
-                conv_general_dilated=conv.patch_conv,
+                conv_general_dilated=conv.patch_conv if self.impl == "patch" else None,
             )(x)
             x = nn.silu(nn.LayerNorm()(x))
         x = x.reshape(*lead, -1)
