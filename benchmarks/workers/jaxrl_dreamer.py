@@ -147,28 +147,13 @@ def build(args: dict[str, Any]):
     """The Dreamer algorithm object of a worker job."""
     from jaxrl import config as cfg
     from jaxrl.algorithms import dreamer
-    from jaxrl.algorithms.dreamer import networks, train
+    from jaxrl.algorithms.dreamer import networks
 
     if args.get("workload", "length") == "matched":
         config = cfg.replace(dreamer.DreamerConfig(), **matched_config())
         env, env_params = noise_frames_env()
         algo = dreamer.make(config, env, env_params)
-        # Until Dreamer passes `config.image_net` to the world model (train.py), build the
-        # world model with it here; the rest of the algorithm reads `algo.world_model`.
         c = algo.config
-        algo.world_model = networks.WorldModel(
-            obs_shape=algo.obs_shape,
-            action_dim=algo.action_dim,
-            discrete=algo.discrete,
-            sizes=c.sizes,
-            backbone=c.backbone,
-            backbone_options=train._backbone_options(c),
-            posterior=c.resolved_posterior,
-            unimix=c.unimix,
-            num_bins=c.num_bins,
-            conv_depth=c.conv_depth,
-            image_net=c.image_net,
-        )
         if args.get("conv", "fast") == "xla":
             algo.world_model.encoder = networks.ConvEncoder(c.conv_depth, impl="xla")
             algo.world_model.decoder = networks.ConvDecoder(c.conv_depth, algo.obs_shape, "xla")
