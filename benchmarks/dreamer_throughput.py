@@ -55,6 +55,7 @@ from _harness import (
     HERE,
     LOAD_WARNING,
     fmt,
+    median,
     partial_path,
     run_metadata,
     run_worker,
@@ -206,11 +207,6 @@ def run_matched(args: argparse.Namespace) -> list[dict[str, Any]]:
     return runs
 
 
-def _median_or_none(values: list[float | None], scale: float = 1.0) -> float | None:
-    present = [v for v in values if v is not None]
-    return scale * statistics.median(present) if present else None
-
-
 def summarise_matched(runs: list[dict[str, Any]], peak: float | None) -> dict[str, Any]:
     """Medians per row; the ratio jaxrl / official and whether it meets the target."""
     rows: dict[str, dict[str, Any]] = {}
@@ -218,6 +214,7 @@ def summarise_matched(runs: list[dict[str, Any]], peak: float | None) -> dict[st
         mine = [r for r in runs if r.get("row") == name]
         seconds = statistics.median(r["train_step_seconds"] for r in mine)
         flops = mine[0]["train_step_flops"]
+        in_loop = median(r.get("train_step_in_loop_seconds") for r in mine)
         rows[name] = {
             "row": name,
             "repeats": len(mine),
@@ -226,9 +223,7 @@ def summarise_matched(runs: list[dict[str, Any]], peak: float | None) -> dict[st
             "train_step_cpu_ms": 1e3 * statistics.median(r["train_step_cpu_seconds"] for r in mine),
             "updates_per_second": 1.0 / seconds,
             # the step inside a lax.scan, as jaxrl's training runs it (None: not measured)
-            "train_step_in_loop_ms": _median_or_none(
-                [r.get("train_step_in_loop_seconds") for r in mine], 1e3
-            ),
+            "train_step_in_loop_ms": None if in_loop is None else 1e3 * in_loop,
             "gflop_per_update": None if flops is None else flops / 1e9,
             "gflop_per_s": None if flops is None else flops / seconds / 1e9,
             "percent_of_peak": None

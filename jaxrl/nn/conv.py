@@ -35,8 +35,8 @@ has the same parameters.
 * `"subpixel_matmul"`: the same with the 3x3 convolution as patch extraction + matmul.
 
 `patch_conv` is `lax.conv_general_dilated` (NHWC, HWIO, any stride and padding) as
-patches + matmul, the form every small convolution of a training step takes (MinAtar
-encoders of Dreamer, DQN and PQN): inside a loop, XLA's CPU convolution gradients are
+patches + matmul, and `Conv` is flax's `nn.Conv` computed by it, the layer every network
+uses (MinAtar encoders of Dreamer, DQN and PQN): inside a loop, XLA's CPU convolution gradients are
 10-80x slower than outside one, and a matmul's are not (see `patch_conv`).
 
 Which form is fastest was measured by `benchmarks/dreamer_conv.py` (its numbers are in
@@ -52,6 +52,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -102,12 +103,6 @@ def _patches(
     return jnp.concatenate(taps, axis=-1)
 
 
-def _conv_matmul(x: jax.Array, w: jax.Array, pad: tuple[int, int]) -> jax.Array:
-    k, _, c_in, c_out = w.shape
-    patches = _patches(x, k, (pad, pad))
-    return patches @ w.reshape(k * k * c_in, c_out)
-
-
 def patch_conv(
     lhs: jax.Array,
     rhs: jax.Array,
@@ -127,9 +122,10 @@ def patch_conv(
     Why: inside a `lax.scan` or `while_loop` (which is where every training step runs,
     under the driver's scan over updates) XLA's CPU backend computes a convolution's
     gradients 10-80x slower than the same program outside a loop, while a matmul's
-    speed does not change (`benchmarks/dreamer_conv.py --scan`; benchmarks/README.md,
+    speed does not change (`benchmarks/dreamer_conv.py --loop-length`; benchmarks/README.md,
     "Convolutions inside a loop"). On MinAtar's 10x10 frames this form made a Dreamer
-    gradient step 3.6x faster. No dilation and no feature groups (an error names them).
+    gradient step inside a scan 4.5x faster. No dilation and no feature groups (an error
+    names them). Networks use it through `Conv`.
     """
     dims = jax.lax.conv_dimension_numbers(lhs.shape, rhs.shape, dimension_numbers)
     if dims != jax.lax.conv_dimension_numbers(lhs.shape, rhs.shape, _DIMS):
@@ -153,6 +149,14 @@ def patch_conv(
     pads = tuple(tuple(int(p) for p in pair) for pair in padding)
     patches = _patches(lhs, k, pads, strides)
     return jnp.matmul(patches, rhs.reshape(k * k * c_in, c_out), precision=precision)
+
+
+class Conv(nn.Conv):
+    """flax's `nn.Conv` computed by `patch_conv`: the same parameters (names, shapes,
+    initialisers) and values, and the fast form inside a training loop. Every network's
+    convolution uses it."""
+
+    conv_general_dilated: Any = patch_conv
 
 
 def space_to_depth(x: jax.Array) -> jax.Array:
@@ -238,7 +242,7 @@ def conv_pool(x: jax.Array, w: jax.Array, impl: str = FAST_POOL) -> jax.Array:
     c_out = w.shape[-1]
     if impl in ("xla", "matmul"):
         half = k // 2
-        y = _conv_same(x, w) if impl == "xla" else _conv_matmul(x, w, (half, half))
+        y = _conv_same(x, w) if impl == "xla" else patch_conv(x, w, (1, 1), ((half, half),) * 2)
         b, h, wd, _ = y.shape
         return y.reshape(b, h // 2, 2, wd // 2, 2, c_out).max(axis=(2, 4))
     n, _ = _s2d_taps(k)
@@ -249,7 +253,7 @@ def conv_pool(x: jax.Array, w: jax.Array, impl: str = FAST_POOL) -> jax.Array:
     if impl == "s2d":
         y = jax.lax.conv_general_dilated(xs, ws, (1, 1), (pad, pad), dimension_numbers=_DIMS)
     else:
-        y = _conv_matmul(xs, ws, pad)
+        y = patch_conv(xs, ws, (1, 1), (pad, pad))
     b, h, wd, _ = y.shape
     return y.reshape(b, h, wd, 4, c_out).max(axis=3)
 
@@ -268,5 +272,5 @@ def upsample_conv(x: jax.Array, w: jax.Array, impl: str = FAST_UPSAMPLE) -> jax.
             x, ws, (1, 1), ((span, span), (span, span)), dimension_numbers=_DIMS
         )
     else:
-        y = _conv_matmul(x, ws, (span, span))
+        y = patch_conv(x, ws, (1, 1), ((span, span),) * 2)
     return depth_to_space(y)

@@ -169,3 +169,25 @@ def test_patch_conv_rejects_what_it_does_not_compute(kwargs, field):
     weight = jnp.zeros((3, 3, 4, 4))
     with pytest.raises(ValueError, match=field):
         conv.patch_conv(x, weight, (1, 1), "SAME", **kwargs)
+
+
+def test_conv_layer_is_flax_conv_computed_by_patch_conv():
+    """`conv.Conv`: the parameters flax's `nn.Conv` would create (same names under a
+    parent, same initial values) and its outputs."""
+    import flax.linen as nn
+
+    x = jax.random.normal(jax.random.key(0), (2, 10, 10, 4))
+    plain, layer = nn.Conv(8, (3, 3), padding="VALID"), conv.Conv(8, (3, 3), padding="VALID")
+    params = plain.init(jax.random.key(1), x)
+    for expected, got in zip(
+        jax.tree.leaves(params), jax.tree.leaves(layer.init(jax.random.key(1), x)), strict=True
+    ):
+        np.testing.assert_array_equal(got, expected)
+    np.testing.assert_allclose(layer.apply(params, x), plain.apply(params, x), rtol=1e-5, atol=1e-5)
+
+    class Parent(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return conv.Conv(4, (3, 3))(x)
+
+    assert list(Parent().init(jax.random.key(0), x)["params"]) == ["Conv_0"]

@@ -35,13 +35,12 @@ class ConvTorso(nn.Module):
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> jax.Array:
-        x = nn.Conv(
+        x = conv.Conv(
             self.channels,
             kernel_size=(3, 3),
             padding="VALID",
             kernel_init=orthogonal(),
             bias_init=nn.initializers.zeros,
-            conv_general_dilated=conv.patch_conv,
         )(obs.astype(jnp.float32))
         return flatten_obs(nn.relu(x), 1)
 

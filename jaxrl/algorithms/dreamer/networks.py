@@ -58,8 +58,8 @@ class DenseStack(nn.Module):
 class Encoder(nn.Module):
     """Observation -> embedding. Vectors: symlog, then an MLP. Images `(H, W, C)`: two
     3x3 convolutions (the second with stride 2), LayerNorm and SiLU, then a dense layer.
-    `impl`: the convolutions as `"patch"` (`jaxrl.nn.conv.patch_conv`, the fast form
-    inside a training loop) or `"xla"` (`lax.conv`); the same function and parameters."""
+    `impl`: the convolutions as `"patch"` (`jaxrl.nn.conv.Conv`, the fast form inside a
+    training loop) or `"xla"` (flax's `nn.Conv`); the same function and parameters."""
 
     units: int
     layers: int
@@ -72,16 +72,13 @@ class Encoder(nn.Module):
         if not self.image:
             x = tricks.symlog(obs.reshape(*obs.shape[:-1], -1).astype(jnp.float32))
             return DenseStack(self.units, self.layers)(x)
+        layer = {"patch": conv.Conv, "xla": nn.Conv}.get(self.impl)
+        if layer is None:
+            raise ValueError(f"Encoder.impl must be 'patch' or 'xla', got {self.impl!r}")
         lead = obs.shape[:-3]
         x = obs.reshape(-1, *obs.shape[-3:]).astype(jnp.float32)
         for depth, stride in ((self.conv_depth, 1), (2 * self.conv_depth, 2)):
-            x = nn.Conv(
-                depth,
-                (3, 3),
-                strides=stride,
-                use_bias=False,
-                conv_general_dilated=conv.patch_conv if self.impl == "patch" else None,
-            )(x)
+            x = layer(depth, (3, 3), strides=stride, use_bias=False)(x)
             x = nn.silu(nn.LayerNorm()(x))
         x = x.reshape(*lead, -1)
         return DenseStack(self.units, 1)(x)

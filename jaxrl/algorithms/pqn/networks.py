@@ -50,12 +50,11 @@ class QNetwork(nn.Module):
         use_conv = self.torso == "conv"
         init = nn.initializers.he_normal() if use_conv else nn.initializers.lecun_normal()
         if use_conv:
-            x = nn.Conv(
+            x = conv.Conv(
                 self.conv_channels,
                 kernel_size=(3, 3),
                 padding="VALID",
                 kernel_init=init,
-                conv_general_dilated=conv.patch_conv,
             )(obs.astype(jnp.float32))
             x = nn.relu(normalize(x))
             x = flatten_obs(x, 1)
