@@ -25,3 +25,19 @@ def test_ruff(command):
         [*_ruff(), *command, "."], cwd=ROOT, capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_networks_use_the_fast_layers():
+    """Every network's dense and convolution layers are `jaxrl.nn.Dense` and
+    `jaxrl.nn.conv.Conv`: flax's `nn.Dense`/`nn.Conv` compute the same values with
+    gradients XLA's CPU backend runs several times slower (docs/ARCHITECTURE.md)."""
+    import re
+
+    direct = re.compile(r"\bnn\.(Dense|Conv)\(")
+    offenders = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sorted((ROOT / "jaxrl").rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if direct.search(line) and not line.lstrip().startswith("#")
+    ]
+    assert not offenders, f"use jaxrl.nn.Dense / jaxrl.nn.conv.Conv instead: {offenders}"

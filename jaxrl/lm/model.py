@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl.lm.config import ModelConfig
+from jaxrl.nn.layers import Dense
 
 # Finite "minus infinity" for masked attention scores: rows with no visible key (padding
 # queries) get a uniform softmax instead of NaN, and their outputs are ignored anyway.
@@ -159,8 +160,8 @@ class RMSNorm(nn.Module):
         return xf.astype(self.dtype) * scale.astype(self.dtype)
 
 
-def _dense(config: ModelConfig, features: int, use_bias: bool, name: str) -> nn.Dense:
-    return nn.Dense(
+def _dense(config: ModelConfig, features: int, use_bias: bool, name: str) -> Dense:
+    return Dense(
         features,
         use_bias=use_bias,
         dtype=config.compute_dtype,
@@ -367,7 +368,7 @@ class Transformer(nn.Module):
         if cache is not None:
             outputs.append(KVCache(k=tuple(new_k), v=tuple(new_v), index=index + s, mask=key_mask))
         if c.value_head:
-            values = nn.Dense(
+            values = Dense(
                 1,
                 dtype=jnp.float32,
                 param_dtype=c.params_dtype,

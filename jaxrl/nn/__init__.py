@@ -1,6 +1,14 @@
 """Network building blocks shared by algorithms: MLPs, recurrent cores, distributions."""
 
 from .distributions import Categorical, DiagGaussian, TanhGaussian
-from .layers import MLP, ScannedGRU, orthogonal
+from .layers import MLP, Dense, ScannedGRU, orthogonal
 
-__all__ = ["MLP", "ScannedGRU", "orthogonal", "Categorical", "DiagGaussian", "TanhGaussian"]
+__all__ = [
+    "MLP",
+    "Dense",
+    "ScannedGRU",
+    "orthogonal",
+    "Categorical",
+    "DiagGaussian",
+    "TanhGaussian",
+]

@@ -116,7 +116,7 @@ def patch_conv(
 ) -> jax.Array:
     """`lax.conv_general_dilated` for NHWC inputs and square HWIO kernels, written as patch
     extraction (shifted, strided slices concatenated on the channel axis) and one matmul.
-    A drop-in for flax's `nn.Conv(..., conv_general_dilated=patch_conv)`: same
+    A drop-in for the `conv_general_dilated` of flax's `nn.Conv` (see `Conv`): same
     parameters, same values (tests/nn/test_conv.py checks values and gradients).
 
     Why: inside a `lax.scan` or `while_loop` (which is where every training step runs,

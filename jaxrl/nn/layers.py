@@ -1,8 +1,10 @@
-"""Layers shared by algorithms: an orthogonally initialised MLP and a resettable GRU."""
+"""Layers shared by algorithms: the dense layer every network uses, an orthogonally
+initialised MLP and a resettable GRU."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import flax.linen as nn
 import jax
@@ -23,6 +25,56 @@ def activation_fn(name: str):
     return ACTIVATIONS[name]
 
 
+def flat_dot_general(
+    lhs: jax.Array,
+    rhs: jax.Array,
+    dimension_numbers: Any,
+    precision: Any = None,
+    preferred_element_type: Any = None,
+) -> jax.Array:
+    """`lax.dot_general` for a dense layer, with the input's leading axes flattened first:
+    `[..., K] x [K, N]` is computed as one 2-D `[M, K] x [K, N]` matmul (M = the product
+    of the leading axes) and reshaped back. Any other contraction goes to
+    `lax.dot_general` unchanged.
+
+    Same arithmetic, different program: the kernel gradient of a matmul over `[B, T, K]`
+    contracts two axes of the input and of the output gradient, and XLA's CPU backend
+    then transposes the whole output gradient (with the activation's derivative fused
+    into that copy) before the dot. On the GRPO benchmark's tiny Llama (64 sequences of
+    17 tokens) those copies were a third of the learning step (98 -> 64 ms flattened;
+    benchmarks/README.md, "GRPO step speed"); `jaxrl.nn.conv.patch_conv` does the same
+    for convolutions.
+    """
+    (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = dimension_numbers
+    dense = (
+        lhs.ndim > 2
+        and not lhs_batch
+        and not rhs_batch
+        and tuple(lhs_contract) == (lhs.ndim - 1,)
+        and tuple(rhs_contract) == (0,)
+    )
+    if not dense:
+        return jax.lax.dot_general(
+            lhs, rhs, dimension_numbers, precision, preferred_element_type=preferred_element_type
+        )
+    out = jax.lax.dot_general(
+        lhs.reshape(-1, lhs.shape[-1]),
+        rhs,
+        (((1,), (0,)), ((), ())),
+        precision,
+        preferred_element_type=preferred_element_type,
+    )
+    return out.reshape(*lhs.shape[:-1], *rhs.shape[1:])
+
+
+class Dense(nn.Dense):
+    """flax's `nn.Dense` computed by `flat_dot_general`: the same parameters (names,
+    shapes, initialisers) and values, and no transposing copy in its gradient on XLA
+    CPU. Every network's dense layer is this one."""
+
+    dot_general: Any = flat_dot_general
+
+
 class MLP(nn.Module):
     """Dense layers with an activation after each; orthogonal weights, zero biases."""
 
@@ -33,7 +85,7 @@ class MLP(nn.Module):
     def __call__(self, x: jax.Array) -> jax.Array:
         act = activation_fn(self.activation)
         for size in self.hidden_sizes:
-            x = act(nn.Dense(size, kernel_init=orthogonal(), bias_init=nn.initializers.zeros)(x))
+            x = act(Dense(size, kernel_init=orthogonal(), bias_init=nn.initializers.zeros)(x))
         return x
 
 

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl.algorithms.ppo.networks import flatten_obs
-from jaxrl.nn import MLP, conv, orthogonal
+from jaxrl.nn import MLP, Dense, conv, orthogonal
 
 TORSOS = ("mlp", "conv")
 
@@ -79,6 +79,6 @@ class QNetwork(nn.Module):
         return per_action[..., 0] if self.num_atoms == 1 else per_action
 
 
-def _linear(features: int) -> nn.Dense:
+def _linear(features: int) -> Dense:
     """An output layer: orthogonal weights of gain 1, zero biases."""
-    return nn.Dense(features, kernel_init=orthogonal(1.0), bias_init=nn.initializers.zeros)
+    return Dense(features, kernel_init=orthogonal(1.0), bias_init=nn.initializers.zeros)

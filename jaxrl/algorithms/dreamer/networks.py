@@ -36,7 +36,7 @@ import jax.numpy as jnp
 
 from jaxrl import config as cfg
 from jaxrl import prng
-from jaxrl.nn import Categorical, DiagGaussian, backbones, conv
+from jaxrl.nn import Categorical, Dense, DiagGaussian, backbones, conv
 
 from . import tricks
 from .config import IMAGE_NETS
@@ -51,7 +51,7 @@ class DenseStack(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         for _ in range(self.layers):
-            x = nn.silu(nn.LayerNorm()(nn.Dense(self.units, use_bias=False)(x)))
+            x = nn.silu(nn.LayerNorm()(Dense(self.units, use_bias=False)(x)))
         return x
 
 
@@ -134,7 +134,7 @@ class ConvDecoder(nn.Module):
         factor = 2 ** len(V3_MULTS)
         depths = [self.depth * m for m in V3_MULTS]
         x = features.reshape(-1, features.shape[-1])
-        x = nn.Dense(height // factor * width // factor * depths[-1], use_bias=False)(x)
+        x = Dense(height // factor * width // factor * depths[-1], use_bias=False)(x)
         x = nn.silu(nn.RMSNorm()(x))
         x = x.reshape(-1, height // factor, width // factor, depths[-1])
         init = nn.initializers.lecun_normal()
@@ -158,7 +158,7 @@ class Decoder(nn.Module):
     @nn.compact
     def __call__(self, features: jax.Array) -> jax.Array:
         x = DenseStack(self.units, self.layers)(features)
-        x = nn.Dense(math.prod(self.obs_shape))(x)
+        x = Dense(math.prod(self.obs_shape))(x)
         return x.reshape(*features.shape[:-1], *self.obs_shape)
 
 
@@ -173,7 +173,7 @@ class LatentHead(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         x = DenseStack(self.units, 1)(x)
-        logits = nn.Dense(self.num_latents * self.num_classes)(x)
+        logits = Dense(self.num_latents * self.num_classes)(x)
         logits = logits.reshape(*x.shape[:-1], self.num_latents, self.num_classes)
         return tricks.unimix_logits(logits, self.unimix)
 
@@ -189,7 +189,7 @@ class TwoHotHead(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         x = DenseStack(self.units, self.layers)(x)
-        return nn.Dense(self.num_bins, kernel_init=nn.initializers.zeros)(x)
+        return Dense(self.num_bins, kernel_init=nn.initializers.zeros)(x)
 
 
 class LogitHead(nn.Module):
@@ -200,7 +200,7 @@ class LogitHead(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        return nn.Dense(1)(DenseStack(self.units, self.layers)(x))[..., 0]
+        return Dense(1)(DenseStack(self.units, self.layers)(x))[..., 0]
 
 
 class Actor(nn.Module):
@@ -218,8 +218,8 @@ class Actor(nn.Module):
     def __call__(self, features: jax.Array) -> Categorical | DiagGaussian:
         x = DenseStack(self.units, self.layers)(features)
         if self.discrete:
-            return Categorical(tricks.unimix_logits(nn.Dense(self.action_dim)(x), self.unimix))
-        mean, std = jnp.split(nn.Dense(2 * self.action_dim)(x), 2, axis=-1)
+            return Categorical(tricks.unimix_logits(Dense(self.action_dim)(x), self.unimix))
+        mean, std = jnp.split(Dense(2 * self.action_dim)(x), 2, axis=-1)
         return DiagGaussian(jnp.tanh(mean), jnp.log(0.9 * jax.nn.sigmoid(std + 2.0) + 0.1))
 
 

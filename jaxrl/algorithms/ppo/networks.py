@@ -8,7 +8,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxrl.nn import MLP, Categorical, DiagGaussian, ScannedGRU, TanhGaussian, orthogonal
+from jaxrl.nn import MLP, Categorical, Dense, DiagGaussian, ScannedGRU, TanhGaussian, orthogonal
 
 Distribution = Categorical | DiagGaussian | TanhGaussian
 
@@ -23,9 +23,9 @@ class PolicyHead(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> Distribution:
-        out = nn.Dense(
-            self.action_dim, kernel_init=orthogonal(0.01), bias_init=nn.initializers.zeros
-        )(x)
+        out = Dense(self.action_dim, kernel_init=orthogonal(0.01), bias_init=nn.initializers.zeros)(
+            x
+        )
         if self.discrete:
             return Categorical(out)
         # State-independent log standard deviation, a learned parameter.
@@ -39,7 +39,7 @@ class PolicyHead(nn.Module):
 class ValueHead(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        return nn.Dense(1, kernel_init=orthogonal(1.0), bias_init=nn.initializers.zeros)(x)[..., 0]
+        return Dense(1, kernel_init=orthogonal(1.0), bias_init=nn.initializers.zeros)(x)[..., 0]
 
 
 def flatten_obs(obs: jax.Array, batch_dims: int) -> jax.Array:

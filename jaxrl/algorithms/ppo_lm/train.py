@@ -93,7 +93,7 @@ class PPOLM(GRPO):
         policy's frozen base and a zero head. Call it on a state that has not trained."""
         hidden = self.model.config.hidden_size
         dtype = self.model.config.params_dtype
-        # nn.Dense(1) of jaxrl/lm/model.py, zero-initialised there too: V = 0 everywhere.
+        # Dense(1) of jaxrl/lm/model.py, zero-initialised there too: V = 0 everywhere.
         head = {"kernel": jnp.zeros((hidden, 1), dtype), "bias": jnp.zeros((1,), dtype)}
         if self.lora is None:
             body = jax.tree.map(jnp.copy, state.params["params"])

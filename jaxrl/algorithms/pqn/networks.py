@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl.algorithms.ppo.networks import flatten_obs
-from jaxrl.nn import conv
+from jaxrl.nn import Dense, conv
 
 
 def normalization(kind: str) -> Callable[[jax.Array], jax.Array]:
@@ -61,5 +61,5 @@ class QNetwork(nn.Module):
         else:
             x = flatten_obs(obs, 1)
         for size in self.hidden_sizes:
-            x = nn.relu(normalize(nn.Dense(size, kernel_init=init)(x)))
-        return nn.Dense(self.action_dim, name="q_head")(x)
+            x = nn.relu(normalize(Dense(size, kernel_init=init)(x)))
+        return Dense(self.action_dim, name="q_head")(x)

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl.algorithms.ppo.networks import flatten_obs
-from jaxrl.nn import MLP, TanhGaussian, orthogonal
+from jaxrl.nn import MLP, Dense, TanhGaussian, orthogonal
 
 # Bounds of the actor's log standard deviation (CleanRL's SAC; SB3 clips to [-20, 2]):
 # a tanh maps the raw output smoothly into them, so the gradient never vanishes at a clip.
@@ -29,8 +29,8 @@ LOG_STD_MAX = 2.0
 NUM_CRITICS = 2
 
 
-def _dense(features: int, scale: float) -> nn.Dense:
-    return nn.Dense(features, kernel_init=orthogonal(scale), bias_init=nn.initializers.zeros)
+def _dense(features: int, scale: float) -> Dense:
+    return Dense(features, kernel_init=orthogonal(scale), bias_init=nn.initializers.zeros)
 
 
 class QValue(nn.Module):

@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl import config as cfg
+from jaxrl.nn.layers import Dense
 
 Params = dict
 Carry = jax.Array
@@ -34,8 +35,8 @@ class _GRUCore(nn.Module):
 
     @nn.compact
     def __call__(self, h: jax.Array, x: jax.Array) -> jax.Array:
-        x = nn.silu(nn.LayerNorm(name="in_norm")(nn.Dense(self.hidden_size, name="in")(x)))
-        gates = nn.Dense(3 * self.hidden_size, use_bias=False, name="gates")(
+        x = nn.silu(nn.LayerNorm(name="in_norm")(Dense(self.hidden_size, name="in")(x)))
+        gates = Dense(3 * self.hidden_size, use_bias=False, name="gates")(
             jnp.concatenate([x, h], axis=-1)
         )
         gates = nn.LayerNorm(name="gates_norm")(gates)

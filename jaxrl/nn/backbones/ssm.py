@@ -39,6 +39,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl import config as cfg
+from jaxrl.nn.layers import Dense
 
 Params = dict
 Carry = dict
@@ -123,10 +124,10 @@ class _SSMNet(nn.Module):
     num_layers: int
 
     def setup(self) -> None:
-        self.inp = nn.Dense(self.hidden_size)
+        self.inp = Dense(self.hidden_size)
         self.norms = [nn.LayerNorm() for _ in range(self.num_layers)]
         self.lrus = [_LRU(self.hidden_size, self.state_size) for _ in range(self.num_layers)]
-        self.glus = [nn.Dense(2 * self.hidden_size) for _ in range(self.num_layers)]
+        self.glus = [Dense(2 * self.hidden_size) for _ in range(self.num_layers)]
         self.out_norm = nn.LayerNorm()
 
     def _mix(self, layer: int, y: jax.Array) -> jax.Array:

@@ -47,6 +47,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl import config as cfg
+from jaxrl.nn.layers import Dense
 
 Params = dict
 Carry = dict
@@ -67,13 +68,13 @@ class _TransformerNet(nn.Module):
 
     def setup(self) -> None:
         h, n = self.hidden_size, self.num_layers
-        self.inp = nn.Dense(h)
+        self.inp = Dense(h)
         self.attn_norms = [nn.LayerNorm() for _ in range(n)]
-        self.qkv = [nn.Dense(3 * h) for _ in range(n)]
-        self.proj = [nn.Dense(h) for _ in range(n)]
+        self.qkv = [Dense(3 * h) for _ in range(n)]
+        self.proj = [Dense(h) for _ in range(n)]
         self.mlp_norms = [nn.LayerNorm() for _ in range(n)]
-        self.fc1 = [nn.Dense(4 * h) for _ in range(n)]
-        self.fc2 = [nn.Dense(h) for _ in range(n)]
+        self.fc1 = [Dense(4 * h) for _ in range(n)]
+        self.fc2 = [Dense(h) for _ in range(n)]
         self.out_norm = nn.LayerNorm()
 
     @property
