@@ -36,8 +36,8 @@ has the same parameters.
 
 `patch_conv` is `lax.conv_general_dilated` (NHWC, HWIO, any stride and padding) as
 patches + matmul, and `Conv` is flax's `nn.Conv` computed by it, the layer every network
-uses (MinAtar encoders of Dreamer, DQN and PQN): inside a loop, XLA's CPU convolution gradients are
-10-80x slower than outside one, and a matmul's are not (see `patch_conv`).
+uses (MinAtar encoders of Dreamer, DQN and PQN): inside a loop, XLA's CPU convolution
+gradients are 10-80x slower than outside one, and a matmul's are not (see `patch_conv`).
 
 Which form is fastest was measured by `benchmarks/dreamer_conv.py` (its numbers are in
 benchmarks/README.md, "Dreamer throughput"); `FAST_POOL` and `FAST_UPSAMPLE` name the
@@ -56,6 +56,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from jaxrl.nn.layers import flat_dot_general
 
 POOL_IMPLS = ("xla", "s2d", "s2d_matmul", "matmul")
 UPSAMPLE_IMPLS = ("xla", "subpixel", "subpixel_matmul")
@@ -148,13 +150,11 @@ def patch_conv(
         padding = jax.lax.padtype_to_pads(lhs.shape[1:3], (k, k), strides, padding)
     pads = tuple(tuple(int(p) for p in pair) for pair in padding)
     patches = _patches(lhs, k, pads, strides)
-    # One 2-D matmul over every output pixel. A matmul broadcast over [B, H', W'] is the
-    # same arithmetic, but its kernel gradient contracts three axes, and XLA CPU then
-    # transposes the whole output gradient first (343 ms of a 2.5 s DreamerV3 step).
-    out = jnp.matmul(
-        patches.reshape(-1, k * k * c_in), rhs.reshape(k * k * c_in, c_out), precision=precision
-    )
-    return out.reshape(*patches.shape[:-1], c_out)
+    # One 2-D matmul over every output pixel (see flat_dot_general: a matmul over
+    # [B, H', W', K] made XLA CPU transpose the whole output gradient, 343 ms of a 2.5 s
+    # DreamerV3 step).
+    dims = (((patches.ndim - 1,), (0,)), ((), ()))
+    return flat_dot_general(patches, rhs.reshape(k * k * c_in, c_out), dims, precision)
 
 
 class Conv(nn.Conv):

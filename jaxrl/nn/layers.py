@@ -41,9 +41,9 @@ def flat_dot_general(
     contracts two axes of the input and of the output gradient, and XLA's CPU backend
     then transposes the whole output gradient (with the activation's derivative fused
     into that copy) before the dot. On the GRPO benchmark's tiny Llama (64 sequences of
-    17 tokens) those copies were a third of the learning step (98 -> 64 ms flattened;
-    benchmarks/README.md, "GRPO step speed"); `jaxrl.nn.conv.patch_conv` does the same
-    for convolutions.
+    17 tokens) those copies were a third of the learning step (98.5 -> 59.7 ms flattened;
+    benchmarks/README.md, "GRPO step speed"). `jaxrl.nn.conv.patch_conv` multiplies its
+    patches with it too.
     """
     (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = dimension_numbers
     dense = (
