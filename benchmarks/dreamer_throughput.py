@@ -224,6 +224,12 @@ def summarise_matched(runs: list[dict[str, Any]], peak: float | None) -> dict[st
             "updates_per_second": 1.0 / seconds,
             # the step inside a lax.scan, as jaxrl's training runs it (None: not measured)
             "train_step_in_loop_ms": None if in_loop is None else 1e3 * in_loop,
+            # its products timed alone x their trip counts (benchmarks/matmul_floor.py)
+            "matmul_floor_ms": median(
+                1e3 * r["train_step_matmul_floor"]["seconds"]
+                for r in mine
+                if r.get("train_step_matmul_floor")
+            ),
             "gflop_per_update": None if flops is None else flops / 1e9,
             "gflop_per_s": None if flops is None else flops / seconds / 1e9,
             "percent_of_peak": None
@@ -320,6 +326,19 @@ def print_matched(summary: dict[str, Any], peak: float | None) -> None:
             "as each trains (jaxrl's step inside its training scan, the official one "
             f"called alone): {summary['ratio_as_trained']:.2f}x"
         )
+    official = next((r for r in summary["rows"] if r["row"] == "dreamerv3"), None)
+    for r in summary["rows"]:
+        if r.get("matmul_floor_ms"):
+            best = (
+                f"; at that floor {official['train_step_ms'] / r['matmul_floor_ms']:.2f}x "
+                "the official step"
+                if official
+                else ""
+            )
+            print(
+                f"{r['row']}: matmul floor (every product timed alone x its trip count) "
+                f"{r['matmul_floor_ms']:.1f} ms{best}"
+            )
 
 
 def plot(runs: list[dict[str, Any]], path: Path) -> None:

@@ -39,7 +39,12 @@ the compiled `learn` program, loop bodies weighted by their trip counts as `jaxr
 does (`jaxrl.plan.matmul_cost`); TRL's are the analytic count (`learn_flops_analytic`)
 at each step's padded length, printed beside jaxrl's as a check too. torch's own
 `FlopCounterMode` over one TRL learning step is printed as well: it misses attention
-(no entry for torch's CPU attention kernel), so it is not used.
+(no entry for torch's CPU attention kernel), so it is not used. jaxrl's *matmul floor*
+per jitted phase (`benchmarks/matmul_floor.py`: every product of `collect` and `learn`
+timed alone on this machine, times its trip count) is printed beside the measured
+phases, with the ratio to TRL that jaxrl's step would reach if it took no longer than
+those products: the bound on what any change to jaxrl's program (not its kernels) can
+reach.
 
 The 1-minute load average is checked at the start and before every worker; above 1.5 a
 warning is printed (torch's threads suffer from other work far more than XLA's, which
@@ -220,8 +225,16 @@ def summarise_run(run: dict[str, Any], shape: dict[str, Any]) -> dict[str, Any]:
         "learn_gflop_per_s": sum(flops) / learning / 1e9,
         "flops_source": flops_source,
         "torch_flop_counter_check": counter,
+        "matmul_floor_ms": _floor_ms(run.get("matmul_floor")),
         "load_average_at_start": run["load_average_at_start"],
     }
+
+
+def _floor_ms(floor: dict[str, Any] | None) -> dict[str, float] | None:
+    """A jaxrl run's matmul floor per jitted phase, in ms (benchmarks/matmul_floor.py)."""
+    if not floor:
+        return None
+    return {phase: 1e3 * f["seconds"] for phase, f in floor.items()}
 
 
 def summarise_cell(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -244,6 +257,12 @@ def summarise_cell(runs: list[dict[str, Any]]) -> dict[str, Any]:
     out["phase_ms"] = {
         name: statistics.median(r["phase_ms"][name] for r in runs) for name in runs[0]["phase_ms"]
     }
+    floors = [r["matmul_floor_ms"] for r in runs if r.get("matmul_floor_ms")]
+    out["matmul_floor_ms"] = (
+        {phase: statistics.median(f[phase] for f in floors) for phase in floors[0]}
+        if floors
+        else None
+    )
     out["load_average_max"] = max(r["load_average_at_start"] for r in runs)
     return out
 
@@ -345,6 +364,22 @@ def print_tables(result: dict[str, Any]) -> None:
                 f"{c['learn_gflop_per_s']:.1f} GFLOP/s = "
                 f"{100 * c['learn_gflop_per_s'] / peak:.0f}% of peak [{c['flops_source']}]"
             )
+            floor = c.get("matmul_floor_ms")
+            if floor:
+                step_floor = floor["collect"] + floor["learning"]
+                peers = [p for p in group if p["library"] != c["library"]]
+                best = "".join(
+                    f"; at that floor jaxrl would be {p['step_ms'] / step_floor:.2f}x "
+                    f"{p['library']}'s step"
+                    for p in peers
+                )
+                print(
+                    f"    matmul floor (each product timed alone x its trip count): "
+                    f"sampling {floor['collect']:.1f} ms "
+                    f"(measured {c['phase_ms']['sampling']:.1f}), "
+                    f"learning {floor['learning']:.1f} ms (measured "
+                    f"{c['phase_ms']['learning']:.1f}){best}"
+                )
             check = c.get("torch_flop_counter_check")
             if check:
                 print(

@@ -1015,51 +1015,97 @@ def _aval_bytes(aval: Any) -> int:
     return int(np.prod(aval.shape, dtype=np.int64)) * np.dtype(aval.dtype).itemsize
 
 
-def matmul_cost(jaxpr: Any, loops: bool = True) -> MatmulCost:
-    """FLOPs (2 x multiply-adds) and bytes (operands + result) of every `dot_general`
-    in `jaxpr`, with scan bodies times their length and while bodies times their trip
-    count when `loops` (else every body once, as XLA's cost analysis counts them).
+@dataclasses.dataclass(frozen=True)
+class MatmulOp:
+    """One `dot_general` or `conv_general_dilated` equation of a jaxpr and how often it
+    runs (`times`: the product of the trip counts of the loops around it). `eqn` is the
+    jaxpr equation, so the same product can be rebuilt and timed alone
+    (`eqn.primitive.bind(lhs, rhs, **eqn.params)`; benchmarks/matmul_floor.py does)."""
+
+    eqn: Any
+    times: float
+    flops: float
+    """2 x multiply-adds of one execution."""
+    bytes: float
+    """Operand and result bytes of one execution."""
+
+    @property
+    def key(self) -> tuple:
+        """Equal for products of the same primitive, operand shapes, dtypes and params."""
+        lhs, rhs = (v.aval for v in self.eqn.invars[:2])
+        params = tuple(sorted((k, repr(v)) for k, v in self.eqn.params.items()))
+        return (self.eqn.primitive.name, lhs.shape, str(lhs.dtype), rhs.shape,
+                str(rhs.dtype), params)  # fmt: skip
+
+
+def matmul_ops(jaxpr: Any, loops: bool = True) -> tuple[list[MatmulOp], bool]:
+    """Every `dot_general` and `conv_general_dilated` in `jaxpr` (nested jaxprs
+    included), with scan bodies weighted by their length and while bodies by their trip
+    count when `loops` (else every body once, as XLA's cost analysis counts them), and
+    whether every trip count was known.
 
     A while loop's trip count is read from a `t < limit` test of its condition on a
     carried counter with a known start (a literal, or the limit a previous loop ran
-    to): an upper bound when the loop can also stop early (the sampler's EOS exit).
+    to): an upper bound when the loop can also stop early (the sampler's EOS exit). A
+    `cond` contributes its costliest branch.
     """
+    ops: list[MatmulOp] = []
+    exact = _collect_matmuls(jaxpr, loops, 1.0, ops)
+    return ops, exact
+
+
+def _collect_matmuls(jaxpr: Any, loops: bool, times: float, ops: list[MatmulOp]) -> bool:
     from jax._src import core
 
     inner = jaxpr.jaxpr if hasattr(jaxpr, "jaxpr") else jaxpr
-    total = MatmulCost()
+    exact = True
     known: dict[Any, int] = {}
     for eqn in inner.eqns:
         prim = eqn.primitive.name
-        if prim == "dot_general":
+        if prim in ("dot_general", "conv_general_dilated"):
             lhs, rhs = (v.aval for v in eqn.invars[:2])
             out = eqn.outvars[0].aval
-            (contract, _), _ = eqn.params["dimension_numbers"]
-            k = math.prod(lhs.shape[i] for i in contract)
-            total.flops += 2.0 * math.prod(out.shape) * k
-            total.bytes += _aval_bytes(lhs) + _aval_bytes(rhs) + _aval_bytes(out)
-        elif prim == "conv_general_dilated":
-            lhs, rhs = (v.aval for v in eqn.invars[:2])
-            out = eqn.outvars[0].aval
-            dn = eqn.params["dimension_numbers"]
-            out_features = rhs.shape[dn.rhs_spec[0]]
-            total.flops += 2.0 * math.prod(out.shape) * math.prod(rhs.shape) / out_features
-            total.bytes += _aval_bytes(lhs) + _aval_bytes(rhs) + _aval_bytes(out)
+            if prim == "dot_general":
+                (contract, _), _ = eqn.params["dimension_numbers"]
+                flops = 2.0 * math.prod(out.shape) * math.prod(lhs.shape[i] for i in contract)
+            else:
+                out_features = rhs.shape[eqn.params["dimension_numbers"].rhs_spec[0]]
+                flops = 2.0 * math.prod(out.shape) * math.prod(rhs.shape) / out_features
+            nbytes = float(_aval_bytes(lhs) + _aval_bytes(rhs) + _aval_bytes(out))
+            ops.append(MatmulOp(eqn, times, flops, nbytes))
         elif prim == "scan":
-            total.add(matmul_cost(eqn.params["jaxpr"], loops), eqn.params["length"] if loops else 1)
+            length = eqn.params["length"] if loops else 1
+            exact &= _collect_matmuls(eqn.params["jaxpr"], loops, times * length, ops)
         elif prim == "while":
-            body = matmul_cost(eqn.params["body_jaxpr"], loops)
             trip = _while_trip_count(eqn, known) if loops else 1
             if trip is None:
-                trip, body.exact = 1, False
-            total.add(body, trip)
+                trip, exact = 1, False
+            exact &= _collect_matmuls(eqn.params["body_jaxpr"], loops, times * trip, ops)
         elif prim == "cond":
-            branches = [matmul_cost(b, loops) for b in eqn.params["branches"]]
-            total.add(max(branches, key=lambda c: c.flops))
+            branches = []
+            for branch in eqn.params["branches"]:
+                branch_ops: list[MatmulOp] = []
+                branch_exact = _collect_matmuls(branch, loops, times, branch_ops)
+                branches.append((sum(o.flops * o.times for o in branch_ops), branch_ops,
+                                 branch_exact))  # fmt: skip
+            _, branch_ops, branch_exact = max(branches, key=lambda b: b[0])
+            ops.extend(branch_ops)
+            exact &= branch_exact
         else:
             for sub in core.jaxprs_in_params(eqn.params):
-                total.add(matmul_cost(sub, loops))
-    return total
+                exact &= _collect_matmuls(sub, loops, times, ops)
+    return exact
+
+
+def matmul_cost(jaxpr: Any, loops: bool = True) -> MatmulCost:
+    """FLOPs (2 x multiply-adds) and bytes (operands + result) of every `dot_general`
+    and `conv_general_dilated` in `jaxpr`, loops weighted as `matmul_ops` says."""
+    ops, exact = matmul_ops(jaxpr, loops)
+    return MatmulCost(
+        flops=sum(o.flops * o.times for o in ops),
+        bytes=sum(o.bytes * o.times for o in ops),
+        exact=exact,
+    )
 
 
 def _while_trip_count(eqn: Any, known: dict[Any, int]) -> int | None:

@@ -153,6 +153,46 @@ def test_loop_aware_matmul_count() -> None:
     assert looped.flops == 7 * one.flops and looped.exact
 
 
+def test_matmul_ops_lists_each_product_with_its_trip_count() -> None:
+    """`matmul_ops` is the walk behind `matmul_cost`: one entry per product equation,
+    weighted by the loops around it; equal products share a key."""
+    import jax.numpy as jnp
+
+    w = jnp.ones((8, 8))
+
+    def step(x):
+        x = jax.lax.scan(lambda c, _: (c @ w, None), x, None, length=10)[0]
+        return x @ w, jnp.ones((8, 4)).T @ x
+
+    ops, exact = plan_lib.matmul_ops(jax.make_jaxpr(step)(w))
+    assert exact and [op.times for op in ops] == [10, 1, 1]
+    assert ops[0].key == ops[1].key != ops[2].key
+    assert [op.flops for op in ops] == [2 * 8**3, 2 * 8**3, 2 * 4 * 8 * 8]
+
+
+def test_matmul_floor_times_every_product() -> None:
+    """benchmarks/matmul_floor.py: each distinct product timed alone, summed with its
+    trip count (a smoke test of the benchmark helper on a tiny step)."""
+    import jax.numpy as jnp
+
+    path = ROOT / "benchmarks" / "matmul_floor.py"
+    spec = importlib.util.spec_from_file_location("matmul_floor", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    w = jnp.ones((16, 16))
+
+    def step(x):
+        return jax.lax.scan(lambda c, _: (jnp.tanh(c @ w), None), x, None, length=5)[0] @ w
+
+    floor = module.matmul_floor(jax.make_jaxpr(step)(w), repeats=2)
+    assert floor["products"] == 2 and floor["distinct_products"] == 1
+    assert floor["flops"] == 6 * 2 * 16**3
+    (row,) = floor["top"]
+    assert row["times"] == 6 and row["ms_each"] > 0
+    assert floor["seconds"] == pytest.approx(6 * row["ms_each"] / 1e3)
+    assert "matmul floor" in module.format_floor("step", floor, 1.0)
+
+
 # ---------------------------------------------------------------------------- 8 CPU devices
 _SCRIPT = textwrap.dedent(
     """

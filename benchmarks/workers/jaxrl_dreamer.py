@@ -27,6 +27,10 @@ JSON line with:
   once-counted matmul and convolution FLOPs of its jaxpr (`jaxrl.plan.matmul_cost`,
   as `jaxrl plan` and benchmarks/workers/jaxrl_grpo.py do); `gflop_per_s` divides it
   by the median step time.
+* `train_step_matmul_floor` (the matched workload, or `"floor": true`): every matrix
+  product of the gradient step timed alone on this machine, times its trip count
+  (`benchmarks/matmul_floor.py`): what the step cannot go below with XLA's kernels for
+  these shapes.
 
 Workloads:
 
@@ -237,6 +241,14 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
     scale = looped.flops / once.flops if once.flops else 1.0
     flops = None if xla is None else xla * scale
 
+    floor = None
+    if args.get("floor", args.get("workload") == "matched"):
+        # every product of the step timed alone x its trip count (benchmarks/matmul_floor.py)
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        from matmul_floor import matmul_floor
+
+        floor = matmul_floor(jaxpr)
+
     loop_length = int(args.get("loop_length", 2))
     in_loop_seconds = None
     if loop_length > 0:
@@ -282,6 +294,7 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
         "train_step_cpu_seconds": step_times["cpu"],
         "updates_per_second": 1.0 / step_times["wall"],
         "train_step_in_loop_seconds": in_loop_seconds,
+        "train_step_matmul_floor": floor,
         "loop_length": loop_length,
         "update_seconds": update_times["wall"],
         "update_seconds_min": update_times["wall_min"],

@@ -24,6 +24,11 @@ completions (`jaxrl.lm.token_logprobs` with entropies over the same tokens, jitt
 alone). With one AdamW step per update `collect` skips it (`rescores_in_loss`: the
 loss's forward pass provides those log-probs, as TRL does when it samples and learns
 with the same weights), so it is the time that saves; otherwise it is part of `collect`.
+
+`matmul_floor` (unless `"floor": false`): the matrix products of `collect` and `learn`,
+each timed alone on this machine and summed with their trip counts
+(`benchmarks/matmul_floor.py`): the time neither phase can go below with XLA's kernels
+for these shapes. The decode loop's trip count is its bound, `max_new_tokens`.
 """
 
 from __future__ import annotations
@@ -177,6 +182,14 @@ def main(args: dict) -> dict:
         jax.block_until_ready(rescore(one, seqs, mask))
         rescoring.append(time.perf_counter() - t0)
 
+    floor = None
+    if args.get("floor", True):
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        from matmul_floor import matmul_floor
+
+        collect_jaxpr = jax.make_jaxpr(driver.agents_fn(algo.collect, 1))(state, inputs)
+        floor = {"learning": matmul_floor(learn_jaxpr), "collect": matmul_floor(collect_jaxpr)}
+
     return {
         "library": "jaxrl",
         "max_new_tokens": algo.max_new_tokens,
@@ -191,6 +204,7 @@ def main(args: dict) -> dict:
         **_learn_flops(learn, learn_jaxpr, matmul_cost),
         "collect_flops_xla": _xla_flops(collect),
         "rescoring_seconds": statistics.median(rescoring),
+        "matmul_floor": floor,
         "rescores_in_loss": c.rescores_in_loss,
         "reward_mean": float(np.mean(batch["rewards"])),
         "params": int(sum(x.size for x in jax.tree.leaves(one))),
