@@ -5,11 +5,12 @@ states, sticky actions, noise), action distributions (`jaxrl.nn.distributions`:
 Gumbel and Gaussian noise) and algorithms (PPO's rollout key splits). It depends on
 jax only, so all of them can import it.
 
-`split` returns exactly what `jax.random.split` returns, and `uniform` /
-`bernoulli` / `normal` exactly what their `jax.random` namesakes return under
+`split` and `fold_in` return exactly what their `jax.random` namesakes return, and
+`uniform` / `bernoulli` / `normal` / `gumbel` exactly what theirs return under
 `jax.threefry_partitionable(False)` (bit for bit, tested in `tests/test_prng.py`),
-whatever that flag's global value. `gumbel` is the classic construction on
-`uniform`'s numbers (not bit-equal to `jax.random.gumbel`). Two things make them
+whatever that flag's global value; with `layout="jax"`, `random_bits`, `uniform` and
+`gumbel` return what `jax.random` returns under the flag's current value instead (the
+LM sampler uses it: its tokens are `jax.random.categorical`'s). Two things make them
 cheaper than `jax.random` on CPU:
 
 * The Threefry-2x32 hash is straight-line code. On CPU, JAX lowers its hash to a
@@ -43,7 +44,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-__all__ = ["split", "uniform", "bernoulli", "random_bits", "normal", "gumbel"]
+__all__ = ["split", "fold_in", "uniform", "bernoulli", "random_bits", "normal", "gumbel"]
+
+# `layout` of the draws: "paired", jax's original layout (two numbers per hash);
+# "jax", whatever `jax.random` does under the current `jax_threefry_partitionable`.
+LAYOUTS = ("paired", "jax")
 
 _THREEFRY = "threefry2x32"
 # Threefry-2x32 with 20 rounds (Salmon et al. 2011): rotation constants of the
@@ -108,6 +113,26 @@ def _fast_shape(shape: Any) -> tuple[int, ...] | None:
     return shape if math.prod(shape) < 2**32 else None
 
 
+def _check_layout(layout: str) -> None:
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+
+
+def fold_in(key: jax.Array, data: Any) -> jax.Array:
+    """`jax.random.fold_in(key, data)` for a single key and an int32/uint32 scalar `data`
+    (e.g. a loop counter): the hash of the counter pair `(0, data)`."""
+    key_data, impl = _key_data(key)
+    data = jnp.asarray(data)
+    if key_data is None or key_data.ndim != 1 or data.ndim or data.dtype.itemsize > 4:
+        return jax.random.fold_in(key, data)
+    counter = lax.convert_element_type(data, jnp.uint32)
+    b1, b2 = threefry2x32(key_data[0], key_data[1], jnp.zeros_like(counter), counter)
+    new = jnp.stack([b1, b2])
+    if impl is None:  # legacy raw uint32 key in, raw key out
+        return new
+    return jax.random.wrap_key_data(new, impl=impl)
+
+
 def split(key: jax.Array, num: int = 2) -> jax.Array:
     """`jax.random.split(key, num)` for a single key."""
     data, impl = _key_data(key)
@@ -120,13 +145,21 @@ def split(key: jax.Array, num: int = 2) -> jax.Array:
     return jax.random.wrap_key_data(new, impl=impl)
 
 
-def random_bits(key: jax.Array, shape: tuple[int, ...] = ()) -> jax.Array | None:
-    """uint32 bits of `jax.random.bits(key, shape)` under `jax.threefry_partitionable(False)`,
-    for a single key; None if the key is not on the fast path."""
+def random_bits(
+    key: jax.Array, shape: tuple[int, ...] = (), layout: str = "paired"
+) -> jax.Array | None:
+    """uint32 bits of `jax.random.bits(key, shape)` for a single key: under
+    `jax.threefry_partitionable(False)` (`layout="paired"`) or under the flag's current
+    value (`"jax"`; partitionable: the hash of `(0, i)` for element `i`, its two words
+    xor-ed, as jax does for 32-bit draws). None if the key is not on the fast path."""
+    _check_layout(layout)
     data, _ = _key_data(key)
     fast = _fast_shape(shape)
     if data is None or data.ndim != 1 or fast is None or math.prod(fast) == 0:
         return None
+    if layout == "jax" and jax.config.jax_threefry_partitionable:
+        b1, b2 = _hash_counters(data, fast)
+        return b1 ^ b2
     return _bits_paired(data, math.prod(fast)).reshape(fast)
 
 
@@ -136,10 +169,14 @@ def uniform(
     dtype: Any = jnp.float32,
     minval: Any = 0.0,
     maxval: Any = 1.0,
+    layout: str = "paired",
 ) -> jax.Array:
-    """`jax.random.uniform(key, shape, dtype, minval, maxval)` in the original layout."""
-    bits = random_bits(key, shape) if jnp.dtype(dtype) == jnp.float32 else None
+    """`jax.random.uniform(key, shape, dtype, minval, maxval)` in the original layout
+    (`layout="jax"`: in jax's current one; see `random_bits`)."""
+    bits = random_bits(key, shape, layout) if jnp.dtype(dtype) == jnp.float32 else None
     if bits is None:
+        if layout == "jax":
+            return jax.random.uniform(key, shape, dtype, minval, maxval)
         with jax.threefry_partitionable(False):
             return jax.random.uniform(key, shape, dtype, minval, maxval)
     minval = lax.broadcast_to_rank(lax.convert_element_type(minval, jnp.float32), bits.ndim)
@@ -168,8 +205,9 @@ def normal(key: jax.Array, shape: tuple[int, ...] = ()) -> jax.Array:
     return np.float32(np.sqrt(2.0)) * lax.erf_inv(uniform(key, shape, jnp.float32, low, 1.0))
 
 
-def gumbel(key: jax.Array, shape: tuple[int, ...] = ()) -> jax.Array:
+def gumbel(key: jax.Array, shape: tuple[int, ...] = (), layout: str = "paired") -> jax.Array:
     """Standard Gumbel float32 draws, -log(-log(u)) with u uniform in [tiny, 1) on
-    `uniform`'s numbers (the classic construction; not bit-equal to `jax.random.gumbel`)."""
+    `uniform`'s numbers: `jax.random.gumbel(key, shape)` (mode "low") in the original
+    layout (`layout="jax"`: in jax's current one, bit for bit)."""
     tiny = np.float32(np.finfo(np.float32).tiny)
-    return -jnp.log(-jnp.log(uniform(key, shape, jnp.float32, tiny, 1.0)))
+    return -jnp.log(-jnp.log(uniform(key, shape, jnp.float32, tiny, 1.0, layout)))

@@ -1,9 +1,11 @@
 """`jaxrl.prng`'s straight-line Threefry draws equal `jax.random`'s, bit for bit.
 
-`split` equals `jax.random.split`; `uniform`, `bernoulli` and `normal` equal their
-`jax.random` namesakes in JAX's original (non-partitionable) Threefry layout,
-whatever the global flag says. `gumbel` (used for categorical sampling) is checked
-against the Gumbel distribution's moments and quantiles.
+`split` and `fold_in` equal their `jax.random` namesakes; `uniform`, `bernoulli`,
+`normal` and `gumbel` equal theirs in JAX's original (non-partitionable) Threefry
+layout, whatever the global flag says, and with `layout="jax"` `random_bits`,
+`uniform` and `gumbel` equal theirs under either value of the flag. `gumbel` (used for
+categorical sampling) is also checked against the Gumbel distribution's moments and
+quantiles.
 """
 
 from __future__ import annotations
@@ -88,6 +90,48 @@ def test_normal_matches_jax(kind: str, shape: tuple) -> None:
     _same(jax.jit(lambda k: prng.normal(k, shape))(key), ref)
 
 
+@pytest.mark.parametrize("kind", sorted(KEYS))
+@pytest.mark.parametrize("partitionable", [True, False])
+@pytest.mark.parametrize("shape", [(), (7,), (64, 99)])
+def test_jax_layout_matches_jax_under_either_flag(
+    kind: str, partitionable: bool, shape: tuple
+) -> None:
+    key = KEYS[kind](13)
+    with jax.threefry_partitionable(partitionable):
+        _same(
+            jax.jit(lambda k: prng.random_bits(k, shape, "jax"))(key), jax.random.bits(key, shape)
+        )
+        _same(
+            jax.jit(lambda k: prng.uniform(k, shape, minval=-2.0, maxval=3.0, layout="jax"))(key),
+            jax.random.uniform(key, shape, minval=-2.0, maxval=3.0),
+        )
+        _same(jax.jit(lambda k: prng.gumbel(k, shape, "jax"))(key), jax.random.gumbel(key, shape))
+
+
+def test_gumbel_matches_jax_in_the_original_layout() -> None:
+    key = jax.random.key(17)
+    with jax.threefry_partitionable(False):
+        ref = jax.random.gumbel(key, (3, 5))
+    _same(jax.jit(lambda k: prng.gumbel(k, (3, 5)))(key), ref)
+
+
+@pytest.mark.parametrize("kind", sorted(KEYS))
+def test_fold_in_matches_jax(kind: str) -> None:
+    key = KEYS[kind](19)
+    fold = jax.jit(prng.fold_in)
+    for data in (0, 1, 63, 2**31 - 1):
+        _same(fold(key, jnp.int32(data)), jax.random.fold_in(key, data))
+    _same(fold(key, jnp.uint32(2**32 - 1)), jax.random.fold_in(key, jnp.uint32(2**32 - 1)))
+    # A traced loop counter, as the LM sampler folds in its decode step.
+    steps = jax.jit(lambda k: jax.vmap(lambda t: prng.fold_in(k, t))(jnp.arange(5)))(key)
+    _same(steps, jax.vmap(lambda t: jax.random.fold_in(key, t))(jnp.arange(5)))
+
+
+def test_unknown_layout_is_an_error() -> None:
+    with pytest.raises(ValueError, match="layout must be one of"):
+        prng.uniform(jax.random.key(0), (2,), layout="partitioned")
+
+
 def test_gumbel_is_standard_gumbel() -> None:
     draws = np.asarray(jax.jit(lambda k: prng.gumbel(k, (200_000,)))(jax.random.key(5)))
     assert np.all(np.isfinite(draws))
@@ -119,3 +163,5 @@ def test_straight_line_code_has_no_loop() -> None:
     for draw in (prng.uniform, prng.normal, prng.gumbel):
         hlo = jax.jit(lambda k, draw=draw: draw(prng.split(k)[1], (4,))).lower(jax.random.key(0))
         assert "while" not in hlo.as_text()
+    jax_layout = jax.jit(lambda k: prng.gumbel(prng.fold_in(k, 3), (4,), "jax"))
+    assert "while" not in jax_layout.lower(jax.random.key(0)).as_text()
