@@ -8,6 +8,8 @@ test_grpo_learning.py.
 
 from __future__ import annotations
 
+import logging
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -166,6 +168,30 @@ def test_dynamic_sampling_prefers_groups_with_a_learning_signal():
     np.testing.assert_array_equal(grpo.select_groups(rewards, 2, 2), [1, 4])
     np.testing.assert_array_equal(grpo.select_groups(rewards, 2, 3), [0, 1, 4])  # refilled
     np.testing.assert_array_equal(grpo.select_groups(rewards[:4], 2, 2), [0, 1])  # no spares
+
+
+def test_a_stalled_agent_is_warned_about_once_per_stall(caplog):
+    """All-equal rewards in every group for STALL_UPDATES updates in a row: one warning
+    naming the agent; none for an agent with a signal, none again until it recovers."""
+    algo = make()
+    stall = grpo.train.STALL_UPDATES
+    with caplog.at_level(logging.WARNING, logger="jaxrl.algorithms.grpo.train"):
+        for _ in range(stall - 1):
+            algo._warn_if_stalled([1.0, 0.5])
+        assert not caplog.records
+        for _ in range(stall):  # the stall's 20th update warns; the next ones do not
+            algo._warn_if_stalled([1.0, 0.5])
+        assert len(caplog.records) == 1 and "agent 0:" in caplog.records[0].getMessage()
+        algo._warn_if_stalled([0.75, 0.5])  # a signal again, then a second stall
+        for _ in range(stall):
+            algo._warn_if_stalled([1.0, 0.5])
+        assert len(caplog.records) == 2
+    caplog.clear()
+    whitened = make(advantage="reinforce_pp")  # batch-whitened: groups need not differ
+    with caplog.at_level(logging.WARNING, logger="jaxrl.algorithms.grpo.train"):
+        for _ in range(2 * stall):
+            whitened._warn_if_stalled([1.0])
+    assert not caplog.records
 
 
 # ---------------------------------------------------------------------- learning phase

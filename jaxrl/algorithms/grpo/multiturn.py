@@ -319,6 +319,7 @@ class MultiTurnGRPO(GRPO):
         metrics = {name: [s[name] for s in stats] for name in stats[0]}
         sampled = sum(sum(row.model) for rows in self._episodes for row in rows)
         metrics.update(self._timing_metrics(float(sampled)))
+        self._warn_if_stalled(metrics["zero_advantage_groups"])
         return batch, host_state, metrics
 
     def _episode_agent(self, rows: Sequence[EpisodeRow]):

@@ -40,6 +40,7 @@ and exports agent 0's model like SFT.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -60,6 +61,10 @@ from jaxrl.tasks.metrics import pass_at_k
 
 from . import losses
 from .config import SWEEPABLE, GRPOConfig
+
+logger = logging.getLogger(__name__)
+# Updates in a row with all-equal rewards in every group before `_warn_if_stalled` warns.
+STALL_UPDATES = 20
 
 GRPOHyperParams = cfg.make_hyperparams_class("GRPOHyperParams", SWEEPABLE)
 
@@ -115,6 +120,7 @@ class GRPO(LMAlgorithm):
         self.uses_reference = c.kl_coef > 0
         self._pending: list[list[tasks.Example]] = []  # prompts of the current update
         self._clock: dict[str, float] = {}
+        self._stalled: list[int] = []  # per agent: updates in a row without any advantage
 
     def _longest_prompt_and_answer(self) -> tuple[int, int]:
         """Tokens of the task's longest prompt (with bos) and longest answer + eos."""
@@ -261,7 +267,31 @@ class GRPO(LMAlgorithm):
         batch = {name: np.stack([r[name] for r in rows]) for name in rows[0]}
         metrics = {name: [s[name] for s in stats] for name in stats[0]}
         metrics.update(self._timing_metrics(float(np.sum(collected["lengths"]))))
+        self._warn_if_stalled(metrics["zero_advantage_groups"])
         return batch, host_state, metrics
+
+    def _warn_if_stalled(self, zero_advantage_groups: Sequence[float]) -> None:
+        """Log a warning (once per agent) when, under a group estimator, every group of an
+        agent has had equal rewards for `STALL_UPDATES` updates in a row: all advantages
+        are zero, so the policy no longer changes. Measured on addition: a learning rate
+        1.5-2.5x the default (3e-4, 5e-4) drove the policy there within the first
+        updates (reward 0, every completion at the length budget), and it never left
+        (benchmarks/README.md, "GRPO learning-rate sensitivity")."""
+        if self.config.advantage not in losses.GROUP_ADVANTAGES:
+            return
+        if len(self._stalled) != len(zero_advantage_groups):
+            self._stalled = [0] * len(zero_advantage_groups)
+        for i, fraction in enumerate(zero_advantage_groups):
+            self._stalled[i] = self._stalled[i] + 1 if fraction >= 1.0 else 0
+            if self._stalled[i] == STALL_UPDATES:
+                logger.warning(
+                    "agent %d: every group has had equal rewards for %d updates in a row, so "
+                    "all advantages are zero and the policy no longer changes (collapsed or "
+                    "saturated); if the reward is stuck at its minimum, a lower lr or "
+                    "--dynamic-sampling may help",
+                    i,
+                    STALL_UPDATES,
+                )
 
     def _timing_metrics(self, sampled_tokens: float) -> dict[str, float]:
         """Seconds from `prepare` to now (sampling and rewards), the sampling rate, and
