@@ -271,12 +271,12 @@ class GRPO(LMAlgorithm):
         return batch, host_state, metrics
 
     def _warn_if_stalled(self, zero_advantage_groups: Sequence[float]) -> None:
-        """Log a warning (once per agent) when, under a group estimator, every group of an
-        agent has had equal rewards for `STALL_UPDATES` updates in a row: all advantages
-        are zero, so the policy no longer changes. Measured on addition: a learning rate
-        1.5-2.5x the default (3e-4, 5e-4) drove the policy there within the first
-        updates (reward 0, every completion at the length budget), and it never left
-        (benchmarks/README.md, "GRPO learning-rate sensitivity")."""
+        """Log a warning (once per stall, naming the agent) when, under a group estimator,
+        every group of an agent has had equal rewards for `STALL_UPDATES` updates in a
+        row: all advantages are zero, so the policy no longer changes. Measured on
+        addition: a learning rate 1.5-2.5x the default (3e-4, 5e-4) drove the policy
+        there (reward 0, most completions running to the length budget), and it did not
+        recover (benchmarks/README.md, "GRPO learning-rate sensitivity")."""
         if self.config.advantage not in losses.GROUP_ADVANTAGES:
             return
         if len(self._stalled) != len(zero_advantage_groups):
