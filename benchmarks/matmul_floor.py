@@ -65,13 +65,13 @@ def time_product(op: MatmulOp, repeats: int = 5, batch: int = 32) -> float:
     eqn = op.eqn
     lhs_aval, rhs_aval = (v.aval for v in eqn.invars[:2])
     k_lhs, k_rhs = jax.random.split(jax.random.key(0))
-    rhs = _operand(rhs_aval, k_rhs)
+    lhs, rhs = _operand(lhs_aval, k_lhs), _operand(rhs_aval, k_rhs)
 
     def product(a: jax.Array, b: jax.Array) -> jax.Array:
         return eqn.primitive.bind(a, b, **eqn.params)
 
-    one = jax.jit(product).lower(_operand(lhs_aval, k_lhs), rhs).compile()
-    seconds = _best(one, (_operand(lhs_aval, k_lhs), rhs), repeats)
+    one = jax.jit(product).lower(lhs, rhs).compile()
+    seconds = _best(one, (lhs, rhs), repeats)
     lhs_bytes = int(np.prod(lhs_aval.shape)) * np.dtype(lhs_aval.dtype).itemsize
     if lhs_bytes <= _SMALL_BYTES and batch > 1:
         lhs_stack = _operand(lhs_aval, k_lhs, (batch,))

@@ -1081,14 +1081,14 @@ def _collect_matmuls(jaxpr: Any, loops: bool, times: float, ops: list[MatmulOp])
             if trip is None:
                 trip, exact = 1, False
             exact &= _collect_matmuls(eqn.params["body_jaxpr"], loops, times * trip, ops)
-        elif prim == "cond":
-            branches = []
+        elif prim == "cond":  # the costliest branch
+            branches: list[tuple[list[MatmulOp], bool]] = []
             for branch in eqn.params["branches"]:
                 branch_ops: list[MatmulOp] = []
-                branch_exact = _collect_matmuls(branch, loops, times, branch_ops)
-                branches.append((sum(o.flops * o.times for o in branch_ops), branch_ops,
-                                 branch_exact))  # fmt: skip
-            _, branch_ops, branch_exact = max(branches, key=lambda b: b[0])
+                branches.append((branch_ops, _collect_matmuls(branch, loops, times, branch_ops)))
+            branch_ops, branch_exact = max(
+                branches, key=lambda b: sum(o.flops * o.times for o in b[0])
+            )
             ops.extend(branch_ops)
             exact &= branch_exact
         else:

@@ -127,10 +127,7 @@ def fold_in(key: jax.Array, data: Any) -> jax.Array:
         return jax.random.fold_in(key, data)
     counter = lax.convert_element_type(data, jnp.uint32)
     b1, b2 = threefry2x32(key_data[0], key_data[1], jnp.zeros_like(counter), counter)
-    new = jnp.stack([b1, b2])
-    if impl is None:  # legacy raw uint32 key in, raw key out
-        return new
-    return jax.random.wrap_key_data(new, impl=impl)
+    return _as_keys(jnp.stack([b1, b2]), impl)
 
 
 def split(key: jax.Array, num: int = 2) -> jax.Array:
@@ -139,10 +136,13 @@ def split(key: jax.Array, num: int = 2) -> jax.Array:
     if data is None or data.ndim != 1 or not jax.config.jax_threefry_partitionable:
         return jax.random.split(key, num)
     b1, b2 = _hash_counters(data, (num,))
-    new = jnp.stack([b1, b2], axis=-1)
-    if impl is None:  # legacy raw uint32 key in, raw keys out
-        return new
-    return jax.random.wrap_key_data(new, impl=impl)
+    return _as_keys(jnp.stack([b1, b2], axis=-1), impl)
+
+
+def _as_keys(data: jax.Array, impl: Any) -> jax.Array:
+    """New key data as keys of the kind that came in: typed keys of `impl`, or raw
+    uint32 data for a legacy key (`impl` None)."""
+    return data if impl is None else jax.random.wrap_key_data(data, impl=impl)
 
 
 def random_bits(

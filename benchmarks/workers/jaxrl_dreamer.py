@@ -244,7 +244,6 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
     floor = None
     if args.get("floor", args.get("workload") == "matched"):
         # every product of the step timed alone x its trip count (benchmarks/matmul_floor.py)
-        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         from matmul_floor import matmul_floor
 
         floor = matmul_floor(jaxpr)

@@ -38,6 +38,9 @@ import os
 import statistics
 import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: matmul_floor
 
 
 def grpo_config(max_new_tokens: int, updates: int, prompts: int = 8, group: int = 8) -> dict:
@@ -184,7 +187,6 @@ def main(args: dict) -> dict:
 
     floor = None
     if args.get("floor", True):
-        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         from matmul_floor import matmul_floor
 
         collect_jaxpr = jax.make_jaxpr(driver.agents_fn(algo.collect, 1))(state, inputs)
