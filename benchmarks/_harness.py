@@ -79,13 +79,19 @@ def ensure_peer(name: str) -> Path:
 
 
 def run_worker(
-    python: Path | str, script: str, args: dict[str, Any], timeout: float
+    python: Path | str,
+    script: str,
+    args: dict[str, Any],
+    timeout: float,
+    launcher: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Runs `workers/<script>` with `args` as JSON; returns its last stdout line, parsed."""
-    cmd = [str(python), str(WORKERS / script), json.dumps(args)]
+    """Runs `workers/<script>` with `args` as JSON; returns its last JSON stdout line
+    (one that starts with '{"'), parsed. `launcher` replaces `python` as the command
+    that runs the script (e.g. `[torchrun, "--nproc_per_node", "2"]`)."""
+    cmd = [*(launcher or [str(python)]), str(WORKERS / script), json.dumps(args)]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=WORKERS)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    lines = [line for line in proc.stdout.splitlines() if line.startswith('{"')]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(
             f"worker {script} {args} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}"

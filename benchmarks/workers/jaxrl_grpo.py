@@ -12,12 +12,13 @@ on one agent, call for call: `prepare` (host: this update's prompts), the jitted
 `collect` (sampling with the KV cache; results copied to the host; the trainer's
 log-probs come from the loss's forward pass, see `rescoring_seconds`), `process` (host: decoding,
 rewards, the learning batch) and the jitted `learn` (advantages, one AdamW step; its
-metrics copied to the host). Both jitted phases are built as the driver builds them
-(`driver.agents_fn` for one agent, the state donated) and compiled ahead of time, so the
-timed steps contain no compilation; `compile_seconds` reports `init`, `collect` and
-`learn` separately. `learn_flops` is XLA's cost analysis of the compiled `learn`,
-loop-weighted as `jaxrl plan` does it (`_learn_flops`). Phases: `sampling` = prepare +
-collect, `rewards` = process, `learning` = learn (the three add up to the step).
+metrics copied to the host). Both jitted phases are compiled ahead of time by the
+driver's own staged stepper (`driver._StagedStepper`: its shardings, the state
+donated), so the timed steps contain no compilation; `compile_seconds` reports
+`init`, `collect` and `learn` separately. `learn_flops` is XLA's cost analysis of the
+compiled `learn`, loop-weighted as `jaxrl plan` does it (`_learn_flops`). Phases:
+`sampling` = prepare + collect, `rewards` = process, `learning` = learn (the three add
+up to the step).
 
 `rescoring_seconds` times, outside the step, a separate re-scoring pass over the
 completions (`jaxrl.lm.token_logprobs` with entropies over the same tokens, jitted
@@ -28,7 +29,19 @@ with the same weights), so it is the time that saves; otherwise it is part of `c
 `matmul_floor` (unless `"floor": false`): the matrix products of `collect` and `learn`,
 each timed alone on this machine and summed with their trip counts
 (`benchmarks/matmul_floor.py`): the time neither phase can go below with XLA's kernels
-for these shapes. The decode loop's trip count is its bound, `max_new_tokens`.
+for these shapes. The decode loop's trip count is its bound, `max_new_tokens`. Not
+reported with `cpu_devices` > 1 (the products are timed on one device).
+
+Layout (`layout_label`; the default, 1 device and 1 micro-batch, is labelled `jaxrl`):
+
+* `"cpu_devices": N` (default 1) splits this machine's CPU into N XLA devices
+  (`--xla_force_host_platform_device_count`, set before jax is imported) and runs GRPO
+  on an N-way `data` mesh, as `jaxrl train grpo` does on N devices: each device samples
+  and learns on 64 / N of the rows and the gradients are averaged across devices
+  (label `jaxrl-dN`).
+* `"micro_batches": M` (default 1): the update's gradient is accumulated over M slices
+  of the rows (`GRPOConfig.micro_batches`; the same update, tests/algorithms/test_grpo.py)
+  (label `jaxrl-mbM`).
 """
 
 from __future__ import annotations
@@ -43,10 +56,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: matmul_floor
 
 
-def grpo_config(max_new_tokens: int, updates: int, prompts: int = 8, group: int = 8) -> dict:
+def grpo_config(
+    max_new_tokens: int, updates: int, prompts: int = 8, group: int = 8, micro_batches: int = 1
+) -> dict:
     """jaxrl's GRPOConfig fields for the benchmark: the tiny Llama (4 layers, hidden 128,
     MLP 256, 4 heads, 2 KV heads, character vocabulary), 8 prompts x 8 completions,
-    one AdamW step per update, no KL term, temperature 1, exact-match reward."""
+    one AdamW step per update (its gradient accumulated over `micro_batches` slices of
+    the rows: the same update, computed in pieces), no KL term, temperature 1,
+    exact-match reward."""
     return dict(
         task="addition",
         reward="correct",
@@ -62,7 +79,7 @@ def grpo_config(max_new_tokens: int, updates: int, prompts: int = 8, group: int 
         total_steps=prompts * group * updates,
         num_epochs=1,
         num_minibatches=1,
-        micro_batches=1,
+        micro_batches=micro_batches,
         kl_coef=0.0,
         advantage="grpo",
         loss_agg="seq_mean_token_mean",
@@ -75,6 +92,17 @@ def grpo_config(max_new_tokens: int, updates: int, prompts: int = 8, group: int 
     )
 
 
+def layout_label(library: str, parallel: int, letter: str, micro_batches: int) -> str:
+    """`library`, then `-{letter}{parallel}` when it runs data-parallel and `-mb{M}` when
+    it accumulates over M micro-batches: `jaxrl`, `jaxrl-d2`, `trl-p2-mb2`."""
+    parts = [library]
+    if parallel > 1:
+        parts.append(f"{letter}{parallel}")
+    if micro_batches > 1:
+        parts.append(f"mb{micro_batches}")
+    return "-".join(parts)
+
+
 def _xla_flops(compiled) -> float | None:
     """`flops` of XLA's cost analysis of a compiled program (None if unavailable)."""
     analysis = compiled.cost_analysis()
@@ -83,12 +111,15 @@ def _xla_flops(compiled) -> float | None:
     return None if not analysis else float(analysis.get("flops", 0.0)) or None
 
 
-def _learn_flops(compiled, jaxpr, matmul_cost) -> dict:
+def _learn_flops(compiled, jaxpr, matmul_cost, devices: int = 1) -> dict:
     """The learning step's FLOPs as `jaxrl plan` counts them: XLA's cost analysis (which
     counts a loop body once) scaled by the loop-weighted / once-counted matmul FLOPs of
     the step's jaxpr (`jaxrl.plan.matmul_cost`; here the loops are the length-1 epoch,
-    minibatch and micro-batch scans and the vocabulary-chunk map of the log-probs)."""
+    minibatch and micro-batch scans and the vocabulary-chunk map of the log-probs). On
+    `devices` > 1 XLA's count is one device's share of the partitioned program, so it is
+    multiplied by the device count (the jaxpr's count is the whole step's)."""
     xla = _xla_flops(compiled)
+    xla = None if xla is None else xla * devices
     looped, once = matmul_cost(jaxpr, loops=True), matmul_cost(jaxpr, loops=False)
     scale = looped.flops / once.flops if once.flops else 1.0
     return {
@@ -100,6 +131,11 @@ def _learn_flops(compiled, jaxpr, matmul_cost) -> dict:
 
 
 def main(args: dict) -> dict:
+    devices = int(args.get("cpu_devices", 1))
+    if devices > 1:  # before jax is imported: the host CPU split into `devices` XLA devices
+        os.environ["XLA_FLAGS"] = (
+            os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={devices}"
+        )
     import jax
     import numpy as np
 
@@ -110,35 +146,36 @@ def main(args: dict) -> dict:
     from jaxrl.training import driver
 
     warmup, steps = int(args["warmup"]), int(args["steps"])
-    config = GRPOConfig(**grpo_config(int(args["max_new_tokens"]), warmup + steps))
+    micro_batches = int(args.get("micro_batches", 1))
+    config = GRPOConfig(
+        **grpo_config(int(args["max_new_tokens"]), warmup + steps, micro_batches=micro_batches)
+    )
     algo = GRPO(config)
     run = driver.RunConfig(seed=int(args.get("seed", 0)), progress=False)
     agents = driver.make_agents(algo, run)
-    mesh = algo.make_mesh(None)
+    mesh = algo.make_mesh(devices)
     _, params = from_pretrained(args["model_dir"])
     params = jax.device_get(params)
 
     compile_seconds = {}
     t0 = time.perf_counter()
-    state, _ = driver.initial_state(algo, agents, mesh, params)
+    state, shardings = driver.initial_state(algo, agents, mesh, params)
     jax.block_until_ready(state)
     compile_seconds["init"] = time.perf_counter() - t0
     host = algo.init_host_state(run.seed, agents.num_agents)
+    # The driver's staged stepper compiles both phases (its shardings, state donated).
+    stepper = driver._StagedStepper(algo, agents.num_agents, mesh, shardings, driver._Clock())
 
     inputs, host = algo.prepare(host)
-    t0 = time.perf_counter()
-    collect = (
-        jax.jit(driver.agents_fn(algo.collect, 1), donate_argnums=0).lower(state, inputs).compile()
-    )
-    compile_seconds["collect"] = time.perf_counter() - t0
-    state, collected = collect(state, inputs)
-    collected = jax.tree.map(np.asarray, collected)
+    stepper._compile_collect(state, inputs)
+    compile_seconds["collect"] = stepper.compile_clock.last
+    state, collected = stepper._collect(state, (inputs,))
     batch, host, _ = algo.process(collected, host)
     learn_jaxpr = jax.make_jaxpr(driver.agents_fn(algo.learn, 1))(state, batch)
-    t0 = time.perf_counter()
-    learn = jax.jit(driver.agents_fn(algo.learn, 1), donate_argnums=0).lower(state, batch).compile()
-    compile_seconds["learn"] = time.perf_counter() - t0
-    state, metrics = learn(state, batch)
+    stepper._compile_learn(state, batch)
+    compile_seconds["learn"] = stepper.compile_clock.last
+    learn = stepper.learn_fn
+    state, metrics = learn(state, jax.device_put(batch, stepper.batch_shardings))
     jax.tree.map(np.asarray, metrics)
 
     phases = {"sampling": [], "rewards": [], "learning": []}
@@ -146,12 +183,11 @@ def main(args: dict) -> dict:
     for i in range(warmup - 1 + steps):  # the compile pass above was warm-up step 1
         t0 = time.perf_counter()
         inputs, host = algo.prepare(host)
-        state, collected = collect(state, inputs)
-        collected = jax.tree.map(np.asarray, collected)  # host sync, as the driver does
+        state, collected = stepper._collect(state, (inputs,))  # results on the host
         t1 = time.perf_counter()
         batch, host, _ = algo.process(collected, host)
         t2 = time.perf_counter()
-        state, metrics = learn(state, jax.device_put(batch))
+        state, metrics = learn(state, jax.device_put(batch, stepper.batch_shardings))
         metrics = jax.tree.map(np.asarray, metrics)  # host sync
         t3 = time.perf_counter()
         if i < warmup - 1:
@@ -186,14 +222,16 @@ def main(args: dict) -> dict:
         rescoring.append(time.perf_counter() - t0)
 
     floor = None
-    if args.get("floor", True):
+    if args.get("floor", True) and devices == 1:  # products timed on one device
         from matmul_floor import matmul_floor
 
         collect_jaxpr = jax.make_jaxpr(driver.agents_fn(algo.collect, 1))(state, inputs)
         floor = {"learning": matmul_floor(learn_jaxpr), "collect": matmul_floor(collect_jaxpr)}
 
     return {
-        "library": "jaxrl",
+        "library": layout_label("jaxrl", devices, "d", micro_batches),
+        "cpu_devices": devices,
+        "micro_batches": micro_batches,
         "max_new_tokens": algo.max_new_tokens,
         "warmup": warmup,
         "steps": steps,
@@ -203,8 +241,8 @@ def main(args: dict) -> dict:
         "padded_completion_len": [algo.max_new_tokens] * steps,
         "prompt_len": algo.prompt_len,
         "compile_seconds": compile_seconds,
-        **_learn_flops(learn, learn_jaxpr, matmul_cost),
-        "collect_flops_xla": _xla_flops(collect),
+        **_learn_flops(learn, learn_jaxpr, matmul_cost, devices),
+        "collect_flops_xla": _xla_flops(stepper.collect_fn),
         "rescoring_seconds": statistics.median(rescoring),
         "matmul_floor": floor,
         "rescores_in_loss": c.rescores_in_loss,

@@ -32,6 +32,16 @@ part of `training_step` (the loss forward and the backward; generation runs outs
 the counter), with the padded sequence length of that step. The benchmark uses it as a
 check only: the counter has no entry for torch's CPU attention kernel, so it misses
 attention's FLOPs.
+
+Data-parallel (`torchrun --nproc_per_node N trl_grpo.py ARGS`): each process generates
+and learns on 64 / N rows (TRL's global batch is per-device x processes) and DDP
+averages the gradients; the phases are rank 0's, the completion tokens the sum over
+ranks, and rank 0 alone prints the line (labelled `trl-pN`). Give each process
+`threads` = cores / N. `"micro_batches": M` (default 1): one generation of all rows,
+then M accumulated backward passes and one optimiser step
+(`gradient_accumulation_steps = steps_per_generation = M`, so still no separate old
+log-probs; labelled `trl-mbM`).
+
 Keep this file free of jaxrl imports: it runs in another virtualenv.
 """
 
@@ -54,9 +64,17 @@ def grpo_config(args: dict, output_dir: str):
         bf16=False,
         fp16=False,
         gradient_checkpointing=False,
-        per_device_train_batch_size=args["prompts_per_step"] * args["group_size"],
+        # Data-parallel under torchrun: each of WORLD_SIZE processes generates and learns
+        # on its share of the rows (TRL's global batch is per-device x processes).
+        # With `micro_batches` M, one generation of all rows feeds M accumulated backward
+        # passes and one optimiser step (steps_per_generation = M).
+        per_device_train_batch_size=args["prompts_per_step"]
+        * args["group_size"]
+        // (_world() * _micro_batches(args)),
+        ddp_find_unused_parameters=False,  # every parameter gets a gradient
         num_generations=args["group_size"],
-        gradient_accumulation_steps=1,
+        gradient_accumulation_steps=_micro_batches(args),
+        steps_per_generation=_micro_batches(args),
         num_iterations=1,
         max_completion_length=args["max_new_tokens"],
         temperature=1.0,
@@ -83,6 +101,38 @@ def grpo_config(args: dict, output_dir: str):
         dataloader_num_workers=0,
         log_completions=False,
     )
+
+
+def _micro_batches(args: dict) -> int:
+    """Backward passes accumulated into each optimiser step (default 1)."""
+    return int(args.get("micro_batches", 1))
+
+
+def _world() -> int:
+    """Processes of this run: torchrun's WORLD_SIZE, 1 without it."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def _gather_tokens(clock: dict) -> None:
+    """Under torchrun, replaces this process's completion-token counts with the sum over
+    all processes (each sampled its share of the rows) and the padded lengths with the
+    maximum, step by step; a no-op in a single process."""
+    if _world() == 1:
+        return
+    import torch.distributed as dist
+
+    gathered = [None] * _world()
+    dist.all_gather_object(gathered, (clock["completion_tokens"], clock["padded_completion_len"]))
+    clock["completion_tokens"] = [sum(t) for t in zip(*(g[0] for g in gathered), strict=True)]
+    clock["padded_completion_len"] = [max(n) for n in zip(*(g[1] for g in gathered), strict=True)]
+
+
+def _label(processes: int, micro_batches: int) -> str:
+    """`trl`, `trl-p2`, `trl-mb2`, `trl-p2-mb2` (as the jaxrl worker's `layout_label`)."""
+    parts = (
+        ["trl"] + [f"p{processes}"] * (processes > 1) + [f"mb{micro_batches}"] * (micro_batches > 1)
+    )
+    return "-".join(parts)
 
 
 def exact_match_reward(completions, answer, **kwargs) -> list[float]:
@@ -191,6 +241,7 @@ def main(args: dict) -> dict:
         trainer.train()
         train_seconds = time.perf_counter() - t0
 
+    _gather_tokens(clock)
     warmup, steps = int(args["warmup"]), int(args["steps"])
     ends = clock["step_end"]
     if len(ends) != warmup + steps:
@@ -207,7 +258,9 @@ def main(args: dict) -> dict:
         "learning": [t - g for t, g in zip(step_seconds, scored, strict=True)],
     }
     return {
-        "library": "trl",
+        "library": _label(_world(), _micro_batches(args)),
+        "processes": _world(),
+        "micro_batches": _micro_batches(args),
         "max_new_tokens": int(args["max_new_tokens"]),
         "warmup": warmup,
         "steps": steps,
@@ -230,4 +283,6 @@ def main(args: dict) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(json.loads(sys.argv[1]))), flush=True)
+    result = main(json.loads(sys.argv[1]))
+    if int(os.environ.get("RANK", "0")) == 0:  # under torchrun, one line from rank 0
+        print(json.dumps(result), flush=True)

@@ -1,0 +1,58 @@
+"""benchmarks/grpo_step.py's layout arguments and the pairing it judges the target on."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "workers"))
+
+import grpo_step  # noqa: E402
+from jaxrl_grpo import layout_label  # noqa: E402
+
+
+def test_layouts_parse_and_bad_ones_name_the_rule() -> None:
+    assert grpo_step.parse_layout("2x1") == (2, 1)
+    assert grpo_step.parse_layout("1X4") == (1, 4)
+    with pytest.raises(argparse.ArgumentTypeError, match="expected PxM"):
+        grpo_step.parse_layout("2")
+    with pytest.raises(argparse.ArgumentTypeError, match="must divide the 64 rows"):
+        grpo_step.parse_layout("3x1")
+    with pytest.raises(argparse.ArgumentTypeError, match="whole groups of 8"):
+        grpo_step.parse_layout("16x1")  # 4 rows per device: half a group
+
+
+def test_layout_labels() -> None:
+    assert layout_label("jaxrl", 1, "d", 1) == "jaxrl"
+    assert layout_label("jaxrl", 2, "d", 1) == "jaxrl-d2"
+    assert layout_label("trl", 2, "p", 2) == "trl-p2-mb2"
+
+
+def _cell(library: str, tok_per_s: float, n: int = 8) -> dict:
+    return {
+        "library": library,
+        "max_new_tokens": n,
+        "completion_tokens_per_second": tok_per_s,
+        "steps_per_second": tok_per_s / 500,
+    }
+
+
+def test_target_is_judged_on_each_librarys_fastest_layout() -> None:
+    cells = [
+        _cell("jaxrl", 8000.0),
+        _cell("jaxrl-d2", 10000.0),
+        _cell("trl", 5000.0),
+        _cell("trl-p2", 4000.0),
+    ]
+    pairs = grpo_step.ratios(cells)
+    assert len(pairs) == 4
+    (best,) = [r for r in pairs if r["best"]]
+    assert (best["jaxrl"], best["trl"]) == ("jaxrl-d2", "trl")
+    assert best["tokens_per_second_ratio"] == pytest.approx(2.0)
+    assert best["met"] is True  # 2.0x against the 2x target at 8 tokens
+    # Only the fastest pair is judged: jaxrl-d2 / trl-p2 is 2.5x but says nothing.
+    assert all(r["met"] is None for r in pairs if not r["best"])
