@@ -448,18 +448,24 @@ def _trl_launcher(trl_python: Path, processes: int) -> list[str]:
 def _layout(job: dict[str, Any]) -> str:
     """How a worker splits the machine and the update, for the progress line."""
     micro = f"{job['micro_batches']} micro-batch(es)"
+    if job.get("processes", 1) > 1 and "cpu_devices" in job:
+        return f"{job['processes']} JAX processes of 1 core and 1 device each, {micro}"
     if "cpu_devices" in job:
         return f"{job['cpu_devices']} XLA CPU device(s), {micro}"
     return f"{job['threads']} torch thread(s) per process, {micro}"
 
 
-def parse_layout(text: str) -> tuple[int, int]:
-    """`"PxM"` -> (data-parallel devices or processes P, micro-batches M): P x M must
-    divide the 8 x 8 rows, and each of the P shares must hold whole groups."""
+def parse_layout(text: str) -> tuple[int, int, bool]:
+    """`"PxM"` or `"pPxM"` -> (P data-parallel shares, M micro-batches, whether the shares
+    are separate processes). For jaxrl, `PxM` is P XLA devices in one process and `pPxM`
+    P processes of one device and one core each; TRL's shares are always processes. P x M
+    must divide the 8 x 8 rows, and each share must hold whole groups."""
+    body = text.lower()
+    processes = body.startswith("p")
     try:
-        parallel, micro = (int(x) for x in text.lower().split("x"))
+        parallel, micro = (int(x) for x in body.removeprefix("p").split("x"))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected PxM, e.g. 2x1") from None
+        raise argparse.ArgumentTypeError(f"{text!r}: expected PxM or pPxM, e.g. 2x1") from None
     rows = PROMPTS * GROUP
     if parallel < 1 or micro < 1 or rows % (parallel * micro):
         raise argparse.ArgumentTypeError(f"{text!r}: P x M must divide the {rows} rows")
@@ -468,7 +474,7 @@ def parse_layout(text: str) -> tuple[int, int]:
             f"{text!r}: each of the {parallel} devices or processes must get whole groups "
             f"of {GROUP} completions"
         )
-    return parallel, micro
+    return parallel, micro, processes
 
 
 def run_benchmark(args: argparse.Namespace, trl_python: Path | None) -> dict[str, Any]:
@@ -500,11 +506,12 @@ def run_benchmark(args: argparse.Namespace, trl_python: Path | None) -> dict[str
                         {
                             **common,
                             "model_dir": str(shared / "model"),
-                            "cpu_devices": devices,
+                            "cpu_devices": 1 if processes else parallel,
+                            "processes": parallel if processes else 1,
                             "micro_batches": micro,
                         },
                     )
-                    for devices, micro in args.jaxrl_layouts
+                    for parallel, micro, processes in args.jaxrl_layouts
                 ]
                 if trl_python is not None:
                     jobs += [
@@ -517,7 +524,7 @@ def run_benchmark(args: argparse.Namespace, trl_python: Path | None) -> dict[str
                                 "micro_batches": micro,
                             },
                         )
-                        for procs, micro in args.trl_layouts
+                        for procs, micro, _ in args.trl_layouts
                     ]
                 if rep % 2:
                     jobs.reverse()

@@ -16,9 +16,10 @@ from jaxrl_grpo import layout_label  # noqa: E402
 
 
 def test_layouts_parse_and_bad_ones_name_the_rule() -> None:
-    assert grpo_step.parse_layout("2x1") == (2, 1)
-    assert grpo_step.parse_layout("1X4") == (1, 4)
-    with pytest.raises(argparse.ArgumentTypeError, match="expected PxM"):
+    assert grpo_step.parse_layout("2x1") == (2, 1, False)
+    assert grpo_step.parse_layout("1X4") == (1, 4, False)
+    assert grpo_step.parse_layout("p2x2") == (2, 2, True)
+    with pytest.raises(argparse.ArgumentTypeError, match="expected PxM or pPxM"):
         grpo_step.parse_layout("2")
     with pytest.raises(argparse.ArgumentTypeError, match="must divide the 64 rows"):
         grpo_step.parse_layout("3x1")
@@ -30,6 +31,7 @@ def test_layout_labels() -> None:
     assert layout_label("jaxrl", 1, "d", 1) == "jaxrl"
     assert layout_label("jaxrl", 2, "d", 1) == "jaxrl-d2"
     assert layout_label("trl", 2, "p", 2) == "trl-p2-mb2"
+    assert layout_label("jaxrl", 1, "d", 2, processes=2) == "jaxrl-p2-mb2"
 
 
 def _cell(library: str, tok_per_s: float, n: int = 8) -> dict:

@@ -92,10 +92,15 @@ def grpo_config(
     )
 
 
-def layout_label(library: str, parallel: int, letter: str, micro_batches: int) -> str:
-    """`library`, then `-{letter}{parallel}` when it runs data-parallel and `-mb{M}` when
-    it accumulates over M micro-batches: `jaxrl`, `jaxrl-d2`, `trl-p2-mb2`."""
+def layout_label(
+    library: str, parallel: int, letter: str, micro_batches: int, processes: int = 1
+) -> str:
+    """`library`, then `-p{P}` for P processes, `-{letter}{parallel}` for devices in a
+    process and `-mb{M}` for M accumulated micro-batches: `jaxrl`, `jaxrl-d2`,
+    `jaxrl-p2`, `trl-p2-mb2`."""
     parts = [library]
+    if processes > 1:
+        parts.append(f"p{processes}")
     if parallel > 1:
         parts.append(f"{letter}{parallel}")
     if micro_batches > 1:
@@ -130,8 +135,49 @@ def _learn_flops(compiled, jaxpr, matmul_cost, devices: int = 1) -> dict:
     }
 
 
+def launch_processes(args: dict, processes: int) -> dict:
+    """Runs this worker as `processes` JAX processes on this machine (a multi-controller
+    run, as on several hosts: `JAXRL_COORDINATOR` on a free local port, gloo
+    collectives), each pinned to its own core; returns rank 0's result."""
+    import socket
+    import subprocess
+
+    with socket.socket() as sock:
+        sock.bind(("localhost", 0))
+        port = sock.getsockname()[1]
+    children = []
+    for rank in range(processes):
+        env = {
+            **os.environ,
+            "JAXRL_COORDINATOR": f"localhost:{port}",
+            "JAXRL_NUM_PROCESSES": str(processes),
+            "JAXRL_PROCESS_ID": str(rank),
+        }
+        children.append(
+            subprocess.Popen(
+                [sys.executable, __file__, json.dumps(args)],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    outputs = [child.communicate() for child in children]
+    for rank, (child, (_, err)) in enumerate(zip(children, outputs, strict=True)):
+        if child.returncode != 0:
+            raise RuntimeError(f"process {rank} failed (exit {child.returncode}):\n{err[-4000:]}")
+    lines = [line for line in outputs[0][0].splitlines() if line.startswith('{"')]
+    return json.loads(lines[-1])
+
+
 def main(args: dict) -> dict:
     devices = int(args.get("cpu_devices", 1))
+    processes = int(args.get("processes", 1))
+    if processes > 1 and "JAXRL_PROCESS_ID" not in os.environ:
+        return launch_processes(args, processes)
+    if processes > 1:  # one core per process: XLA sizes its thread pools to the affinity
+        cores = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cores[int(os.environ["JAXRL_PROCESS_ID"]) % len(cores)]})
     if devices > 1:  # before jax is imported: the host CPU split into `devices` XLA devices
         os.environ["XLA_FLAGS"] = (
             os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={devices}"
@@ -144,6 +190,9 @@ def main(args: dict) -> dict:
     from jaxrl.lm import from_pretrained, token_logprobs
     from jaxrl.plan import matmul_cost
     from jaxrl.training import driver
+    from jaxrl.training.mesh import initialize_distributed
+
+    initialize_distributed()  # the JAXRL_* variables of a multi-process layout; else nothing
 
     warmup, steps = int(args["warmup"]), int(args["steps"])
     micro_batches = int(args.get("micro_batches", 1))
@@ -153,7 +202,7 @@ def main(args: dict) -> dict:
     algo = GRPO(config)
     run = driver.RunConfig(seed=int(args.get("seed", 0)), progress=False)
     agents = driver.make_agents(algo, run)
-    mesh = algo.make_mesh(devices)
+    mesh = algo.make_mesh(None)  # every device of every process
     _, params = from_pretrained(args["model_dir"])
     params = jax.device_get(params)
 
@@ -198,39 +247,42 @@ def main(args: dict) -> dict:
         phases["learning"].append(t3 - t2)
         tokens.append(int(collected["lengths"].sum()))
 
-    # Re-scoring alone: the forward pass collect adds after sampling.
+    # Re-scoring alone: the forward pass collect adds after sampling (one process).
+    rescoring = None
     c = algo.config
-    rescore = jax.jit(
-        lambda p, t, m: token_logprobs(
-            algo.model,
-            p,
-            t,
-            attention_mask=m,
-            targets_start=algo.prompt_len,
-            chunk_size=c.logprob_chunk,
-            temperature=c.temperature,
-            return_entropy=True,
+    one = jax.tree.map(lambda x: x[0], jax.device_get(state.params))
+    if processes == 1:
+        rescore = jax.jit(
+            lambda p, t, m: token_logprobs(
+                algo.model,
+                p,
+                t,
+                attention_mask=m,
+                targets_start=algo.prompt_len,
+                chunk_size=c.logprob_chunk,
+                temperature=c.temperature,
+                return_entropy=True,
+            )
         )
-    )
-    one = jax.tree.map(lambda x: x[0], state.params)
-    seqs, mask = collected["tokens"][0], collected["mask"][0]
-    jax.block_until_ready(rescore(one, seqs, mask))
-    rescoring = []
-    for _ in range(5):
-        t0 = time.perf_counter()
+        seqs, mask = collected["tokens"][0], collected["mask"][0]
         jax.block_until_ready(rescore(one, seqs, mask))
-        rescoring.append(time.perf_counter() - t0)
+        rescoring = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            jax.block_until_ready(rescore(one, seqs, mask))
+            rescoring.append(time.perf_counter() - t0)
 
     floor = None
-    if args.get("floor", True) and devices == 1:  # products timed on one device
+    if args.get("floor", True) and jax.device_count() == 1:  # products timed on one device
         from matmul_floor import matmul_floor
 
         collect_jaxpr = jax.make_jaxpr(driver.agents_fn(algo.collect, 1))(state, inputs)
         floor = {"learning": matmul_floor(learn_jaxpr), "collect": matmul_floor(collect_jaxpr)}
 
     return {
-        "library": layout_label("jaxrl", devices, "d", micro_batches),
+        "library": layout_label("jaxrl", devices, "d", micro_batches, processes),
         "cpu_devices": devices,
+        "processes": processes,
         "micro_batches": micro_batches,
         "max_new_tokens": algo.max_new_tokens,
         "warmup": warmup,
@@ -241,9 +293,9 @@ def main(args: dict) -> dict:
         "padded_completion_len": [algo.max_new_tokens] * steps,
         "prompt_len": algo.prompt_len,
         "compile_seconds": compile_seconds,
-        **_learn_flops(learn, learn_jaxpr, matmul_cost, devices),
+        **_learn_flops(learn, learn_jaxpr, matmul_cost, jax.device_count()),
         "collect_flops_xla": _xla_flops(stepper.collect_fn),
-        "rescoring_seconds": statistics.median(rescoring),
+        "rescoring_seconds": None if rescoring is None else statistics.median(rescoring),
         "matmul_floor": floor,
         "rescores_in_loss": c.rescores_in_loss,
         "reward_mean": float(np.mean(batch["rewards"])),
@@ -257,4 +309,6 @@ def main(args: dict) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(json.loads(sys.argv[1]))), flush=True)
+    result = main(json.loads(sys.argv[1]))
+    if os.environ.get("JAXRL_PROCESS_ID", "0") == "0":  # one line, from rank 0
+        print(json.dumps(result), flush=True)
