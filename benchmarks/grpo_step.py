@@ -625,7 +625,8 @@ def main(argv: list[str] | None = None) -> int:
         type=parse_layout,
         nargs="+",
         default=[parse_layout(x) for x in DEFAULT_LAYOUTS],
-        help="jaxrl layouts DxM: D XLA CPU devices (data-parallel rows), M micro-batches",
+        help="jaxrl layouts DxM: D XLA CPU devices (data-parallel rows), M micro-batches; "
+        "pPxM: P JAX processes of one core each instead",
     )
     p.add_argument(
         "--trl-layouts",
