@@ -30,7 +30,7 @@ with the same weights), so it is the time that saves; otherwise it is part of `c
 each timed alone on this machine and summed with their trip counts
 (`benchmarks/matmul_floor.py`): the time neither phase can go below with XLA's kernels
 for these shapes. The decode loop's trip count is its bound, `max_new_tokens`. Not
-reported with `cpu_devices` > 1 (the products are timed on one device).
+reported on more than one device (the products are timed on one device).
 
 Layout (`layout_label`; the default, 1 device and 1 micro-batch, is labelled `jaxrl`):
 
@@ -39,6 +39,10 @@ Layout (`layout_label`; the default, 1 device and 1 micro-batch, is labelled `ja
   on an N-way `data` mesh, as `jaxrl train grpo` does on N devices: each device samples
   and learns on 64 / N of the rows and the gradients are averaged across devices
   (label `jaxrl-dN`).
+* `"processes": P` (default 1) runs the worker as P JAX processes on this machine, each
+  pinned to one core with one device (`launch_processes`: a multi-controller run over
+  gloo, as on P hosts); rank 0 prints the line, and the re-scoring pass is not timed
+  (label `jaxrl-pP`).
 * `"micro_batches": M` (default 1): the update's gradient is accumulated over M slices
   of the rows (`GRPOConfig.micro_batches`; the same update, tests/algorithms/test_grpo.py)
   (label `jaxrl-mbM`).
