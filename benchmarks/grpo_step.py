@@ -218,14 +218,11 @@ def summarise_run(run: dict[str, Any], shape: dict[str, Any]) -> dict[str, Any]:
         no_attention = learn_flops_analytic(
             shape["model"], rows, prompt_len, run["padded_completion_len_counted"], False
         )
-        # Under DDP each process counts its share of the rows. With micro-batches the
-        # counted pass (the worker's first training_step) is not one micro-batch: no check.
-        if run.get("micro_batches", 1) == 1:
-            counter = {
-                "torch_counted_gflop": run["learn_flops"] * run.get("processes", 1) / 1e9,
-                "analytic_without_attention_gflop": no_attention / 1e9,
-                "padded_completion_len": run["padded_completion_len_counted"],
-            }
+        counter = {  # under DDP each process counts its share of the rows
+            "torch_counted_gflop": run["learn_flops"] * run.get("processes", 1) / 1e9,
+            "analytic_without_attention_gflop": no_attention / 1e9,
+            "padded_completion_len": run["padded_completion_len_counted"],
+        }
     return {
         "library": run["library"],
         "max_new_tokens": run["max_new_tokens"],

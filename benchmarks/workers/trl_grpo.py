@@ -31,7 +31,9 @@ FLOPs: in the first warm-up step, torch's own `FlopCounterMode` counts the learn
 part of `training_step` (the loss forward and the backward; generation runs outside
 the counter), with the padded sequence length of that step. The benchmark uses it as a
 check only: the counter has no entry for torch's CPU attention kernel, so it misses
-attention's FLOPs.
+attention's FLOPs. The counted pass covers all of the process's rows even with
+micro-batches: the model is not yet in training mode when the worker prepares its
+inputs, so TRL's `_prepare_inputs` takes its evaluation path (one batch, no split).
 
 Data-parallel (`torchrun --nproc_per_node N trl_grpo.py ARGS`): each process generates
 and learns on 64 / N rows (TRL's global batch is per-device x processes) and DDP
