@@ -349,11 +349,15 @@ def print_tables(result: dict[str, Any]) -> None:
             f"{comp:>9}"
         )
     print(
-        "-dN: jaxrl on N XLA CPU devices (data-parallel rows); -pN: TRL as N DDP processes "
-        "under torchrun; -mbM: M accumulated micro-batches per update; compile s = jaxrl's "
-        "init + collect + learn compilation (1x1 layout), excluded from the step times."
+        "-dN: jaxrl on N XLA CPU devices (data-parallel rows); -pN: N processes (TRL: DDP "
+        "under torchrun; jaxrl: JAX processes over gloo); -mbM: M accumulated micro-batches "
+        "per update; compile s = jaxrl's init + collect + learn compilation (1x1 layout), "
+        "excluded from the step times."
     )
-    print("\njaxrl / TRL completion tokens/s, every pair of layouts (rows: jaxrl, columns: TRL)")
+    if result["ratios"]:
+        print(
+            "\njaxrl / TRL completion tokens/s, every pair of layouts (rows: jaxrl, columns: TRL)"
+        )
     for n in sorted({r["max_new_tokens"] for r in result["ratios"]}):
         pairs = [r for r in result["ratios"] if r["max_new_tokens"] == n]
         trl_labels = list(dict.fromkeys(r["trl"] for r in pairs))
