@@ -196,6 +196,11 @@ def write_shared_inputs(directory: Path, prompts_needed: int, seed: int) -> dict
 
 
 # ----------------------------------------------------------------------------- summaries
+def _is_jaxrl(run_or_cell: dict[str, Any]) -> bool:
+    """Whether a run or cell is jaxrl's (any layout) rather than TRL's."""
+    return run_or_cell["library"].startswith("jaxrl")
+
+
 def summarise_run(run: dict[str, Any], shape: dict[str, Any]) -> dict[str, Any]:
     """Per-run figures from a worker's per-step lists."""
     steps = len(run["step_seconds"])
@@ -209,7 +214,7 @@ def summarise_run(run: dict[str, Any], shape: dict[str, Any]) -> dict[str, Any]:
         for n in run["padded_completion_len"]
     ]
     counter = None
-    if run["library"].startswith("jaxrl"):  # one static shape: XLA's count of the compiled step
+    if _is_jaxrl(run):  # one static shape: XLA's count of the compiled step
         flops = [run["learn_flops"]] * steps
         flops_source = "XLA cost analysis of the compiled learn step, loop-weighted"
     else:  # the analytic count at each step's padded length; torch's counter as a check
@@ -280,10 +285,6 @@ def summarise_cell(runs: list[dict[str, Any]]) -> dict[str, Any]:
     )
     out["load_average_max"] = max(r["load_average_at_start"] for r in runs)
     return out
-
-
-def _is_jaxrl(cell: dict[str, Any]) -> bool:
-    return cell["library"].startswith("jaxrl")
 
 
 def ratios(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -562,7 +563,7 @@ def run_benchmark(args: argparse.Namespace, trl_python: Path | None) -> dict[str
         for key in keys
     ]
     jax_runs = [r for r in runs if r["library"] == "jaxrl"]
-    trl_runs = [r for r in runs if r["library"].startswith("trl")]
+    trl_runs = [r for r in runs if not _is_jaxrl(r)]
     by_length = lambda rs, f: {  # noqa: E731
         str(n): statistics.median(f(r) for r in rs if r["max_new_tokens"] == n)
         for n in {r["max_new_tokens"] for r in rs}

@@ -28,10 +28,10 @@ def test_layouts_parse_and_bad_ones_name_the_rule() -> None:
 
 
 def test_layout_labels() -> None:
-    assert layout_label("jaxrl", 1, "d", 1) == "jaxrl"
-    assert layout_label("jaxrl", 2, "d", 1) == "jaxrl-d2"
-    assert layout_label("trl", 2, "p", 2) == "trl-p2-mb2"
-    assert layout_label("jaxrl", 1, "d", 2, processes=2) == "jaxrl-p2-mb2"
+    assert layout_label("jaxrl") == "jaxrl"
+    assert layout_label("jaxrl", devices=2) == "jaxrl-d2"
+    assert layout_label("trl", processes=2, micro_batches=2) == "trl-p2-mb2"
+    assert layout_label("jaxrl", processes=2, micro_batches=2) == "jaxrl-p2-mb2"
 
 
 def _cell(library: str, tok_per_s: float, n: int = 8) -> dict:

@@ -59,6 +59,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: matmul_floor
 
+from _layouts import layout_label  # noqa: E402
+
 
 def grpo_config(
     max_new_tokens: int, updates: int, prompts: int = 8, group: int = 8, micro_batches: int = 1
@@ -94,22 +96,6 @@ def grpo_config(
         adam_b2=0.98,
         max_grad_norm=1.0,
     )
-
-
-def layout_label(
-    library: str, parallel: int, letter: str, micro_batches: int, processes: int = 1
-) -> str:
-    """`library`, then `-p{P}` for P processes, `-{letter}{parallel}` for devices in a
-    process and `-mb{M}` for M accumulated micro-batches: `jaxrl`, `jaxrl-d2`,
-    `jaxrl-p2`, `trl-p2-mb2`."""
-    parts = [library]
-    if processes > 1:
-        parts.append(f"p{processes}")
-    if parallel > 1:
-        parts.append(f"{letter}{parallel}")
-    if micro_batches > 1:
-        parts.append(f"mb{micro_batches}")
-    return "-".join(parts)
 
 
 def _xla_flops(compiled) -> float | None:
@@ -284,7 +270,7 @@ def main(args: dict) -> dict:
         floor = {"learning": matmul_floor(learn_jaxpr), "collect": matmul_floor(collect_jaxpr)}
 
     return {
-        "library": layout_label("jaxrl", devices, "d", micro_batches, processes),
+        "library": layout_label("jaxrl", processes, devices, micro_batches),
         "cpu_devices": devices,
         "processes": processes,
         "micro_batches": micro_batches,

@@ -55,6 +55,8 @@ import sys
 import tempfile
 import time
 
+from _layouts import layout_label  # stdlib only, beside this file
+
 
 def grpo_config(args: dict, output_dir: str):
     """TRL's GRPOConfig for the benchmark (see the module docstring)."""
@@ -127,14 +129,6 @@ def _gather_tokens(clock: dict) -> None:
     dist.all_gather_object(gathered, (clock["completion_tokens"], clock["padded_completion_len"]))
     clock["completion_tokens"] = [sum(t) for t in zip(*(g[0] for g in gathered), strict=True)]
     clock["padded_completion_len"] = [max(n) for n in zip(*(g[1] for g in gathered), strict=True)]
-
-
-def _label(processes: int, micro_batches: int) -> str:
-    """`trl`, `trl-p2`, `trl-mb2`, `trl-p2-mb2` (as the jaxrl worker's `layout_label`)."""
-    parts = (
-        ["trl"] + [f"p{processes}"] * (processes > 1) + [f"mb{micro_batches}"] * (micro_batches > 1)
-    )
-    return "-".join(parts)
 
 
 def exact_match_reward(completions, answer, **kwargs) -> list[float]:
@@ -260,7 +254,7 @@ def main(args: dict) -> dict:
         "learning": [t - g for t, g in zip(step_seconds, scored, strict=True)],
     }
     return {
-        "library": _label(_world(), _micro_batches(args)),
+        "library": layout_label("trl", processes=_world(), micro_batches=_micro_batches(args)),
         "processes": _world(),
         "micro_batches": _micro_batches(args),
         "max_new_tokens": int(args["max_new_tokens"]),
