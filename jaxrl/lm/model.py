@@ -180,23 +180,35 @@ class Attention(nn.Module):
     updated pair is returned.
     `rope` is the (cos, sin) pair of ``rope_cos_sin`` for this call's positions and
     `allowed` the boolean (batch, seq, key_len) visibility matrix.
+    `query_span` (start, stop): only positions [start, stop) ask queries, so the output is
+    (batch, stop - start, hidden); keys and values still cover every position.
     """
 
     config: ModelConfig
+    query_span: tuple[int, int] | None = None
 
     @nn.compact
     def __call__(self, x, rope, allowed, kv=None, index=None):
         c = self.config
         b, s, _ = x.shape
         nh, nkv, hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
-        q = _dense(c, nh * hd, c.attention_bias, "q_proj")(x).reshape(b, s, nh, hd)
+        cos, sin = rope
+        x_q = x
+        if self.query_span is not None:
+            lo, hi = self.query_span
+            x_q, cos_q, sin_q = x[:, lo:hi], cos[:, lo:hi], sin[:, lo:hi]
+            allowed = allowed[:, lo:hi]
+        else:
+            cos_q, sin_q = cos, sin
+        s_q = x_q.shape[1]
+        q = _dense(c, nh * hd, c.attention_bias, "q_proj")(x_q).reshape(b, s_q, nh, hd)
         k = _dense(c, nkv * hd, c.attention_bias, "k_proj")(x).reshape(b, s, nkv, hd)
         v = _dense(c, nkv * hd, c.attention_bias, "v_proj")(x).reshape(b, s, nkv, hd)
         if c.qk_norm:  # Qwen3: RMSNorm over head_dim of each head, before rotary
             q = RMSNorm(c.rms_norm_eps, c.compute_dtype, c.params_dtype, name="q_norm")(q)
             k = RMSNorm(c.rms_norm_eps, c.compute_dtype, c.params_dtype, name="k_norm")(k)
-        q = apply_rope(q, *rope)
-        k = apply_rope(k, *rope)
+        q = apply_rope(q, cos_q, sin_q)
+        k = apply_rope(k, cos, sin)
 
         # The cache layout (see KVCache): K^T (b, kv, hd, len), V (b, kv, len, hd).
         k, v = k.transpose(0, 2, 3, 1), v.transpose(0, 2, 1, 3)
@@ -218,17 +230,17 @@ class Attention(nn.Module):
         # contracting head_dim, probs @ V contracting length -- so XLA runs them as plain
         # [M, K] x [K, N] matmuls straight from the cache layout (no transposed operand).
         g = c.num_groups
-        q = q.reshape(b, s, nkv, g, hd).transpose(0, 2, 3, 1, 4).reshape(b, nkv, g * s, hd)
+        q = q.reshape(b, s_q, nkv, g, hd).transpose(0, 2, 3, 1, 4).reshape(b, nkv, g * s_q, hd)
         batch_dims = ((0, 1), (0, 1))
         scores = jax.lax.dot_general(
             q, k, (((3,), (2,)), batch_dims), preferred_element_type=jnp.float32
-        ).reshape(b, nkv, g, s, -1)
+        ).reshape(b, nkv, g, s_q, -1)
         scores = scores * (hd**-0.5)  # scaled dot product (Vaswani et al. 2017)
         scores = jnp.where(allowed[:, None, None, :, :], scores, _MASK_VALUE)
         probs = jax.nn.softmax(scores, axis=-1).astype(c.compute_dtype)
-        probs = probs.reshape(b, nkv, g * s, -1)
+        probs = probs.reshape(b, nkv, g * s_q, -1)
         out = jax.lax.dot_general(probs, v, (((3,), (2,)), batch_dims))  # (b, nkv, g*s, hd)
-        out = out.reshape(b, nkv, g, s, hd).transpose(0, 3, 1, 2, 4).reshape(b, s, nh * hd)
+        out = out.reshape(b, nkv, g, s_q, hd).transpose(0, 3, 1, 2, 4).reshape(b, s_q, nh * hd)
         out = _dense(c, c.hidden_size, c.o_proj_bias, "o_proj")(out)
         return out, new_kv
 
@@ -247,17 +259,23 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    """Pre-norm decoder layer: x += attn(norm(x)); x += mlp(norm(x))."""
+    """Pre-norm decoder layer: x += attn(norm(x)); x += mlp(norm(x)).
+
+    `query_span` (start, stop): compute the layer's output for positions [start, stop)
+    only (see `Attention`); the last layer of `Transformer(..., output_span=...)`."""
 
     config: ModelConfig
+    query_span: tuple[int, int] | None = None
 
     @nn.compact
     def __call__(self, x, rope, allowed, kv=None, index=None):
         c = self.config
         norm = lambda name: RMSNorm(c.rms_norm_eps, c.compute_dtype, c.params_dtype, name=name)
-        h, new_kv = Attention(c, name="self_attn")(
+        h, new_kv = Attention(c, self.query_span, name="self_attn")(
             norm("input_layernorm")(x), rope, allowed, kv, index
         )
+        if self.query_span is not None:
+            x = x[:, self.query_span[0] : self.query_span[1]]
         x = x + h
         x = x + MLP(c, name="mlp")(norm("post_attention_layernorm")(x))
         return x, new_kv
@@ -299,12 +317,21 @@ class Transformer(nn.Module):
         attention_mask: jax.Array | None = None,
         cache: KVCache | None = None,
         return_hidden: bool = False,
+        output_span: tuple[int, int] | None = None,
     ):
         """Forward pass.
 
         tokens: int32 (batch, seq). attention_mask: bool (batch, seq), True for real tokens
         (default all True). positions: int32 (batch, seq), default counts real tokens,
         continuing from the cache's count when a cache is given.
+
+        output_span: static (start, stop); outputs (logits, hidden states, values) only for
+        positions [start, stop), and the last layer computes its queries, attention and
+        MLP there only (every layer's keys and values, the cache included, still cover all
+        positions). The same values as slicing the full outputs, with less work when few
+        positions are needed: re-scoring a completion after a prompt skips the last
+        layer's work on the prompt (about 11% of a learning step's FLOPs on
+        benchmarks/grpo_step.py's 8-token workload).
 
         Returns logits float32 (batch, seq, vocab) -- or the final normed hidden states
         (batch, seq, hidden) if return_hidden -- then the new cache if one was given, then
@@ -313,6 +340,13 @@ class Transformer(nn.Module):
         """
         c = self.config
         b, s = tokens.shape
+        if output_span is not None:
+            start, stop = output_span
+            if not (isinstance(start, int) and isinstance(stop, int) and 0 <= start < stop <= s):
+                raise ValueError(
+                    f"output_span must be static ints (start, stop) with "
+                    f"0 <= start < stop <= seq ({s}), got {output_span!r}"
+                )
         if attention_mask is None:
             attention_mask = jnp.ones((b, s), jnp.bool_)
         attention_mask = attention_mask.astype(jnp.bool_)
@@ -347,7 +381,8 @@ class Transformer(nn.Module):
         new_k, new_v = [], []
         for i in range(c.num_hidden_layers):
             kv = None if cache is None else (cache.k[i], cache.v[i])
-            x, kv = block_cls(c, name=f"layers_{i}")(x, rope, allowed, kv, index)
+            span = output_span if i == c.num_hidden_layers - 1 else None
+            x, kv = block_cls(c, span, name=f"layers_{i}")(x, rope, allowed, kv, index)
             if kv is not None:
                 new_k.append(kv[0])
                 new_v.append(kv[1])

@@ -502,6 +502,7 @@ def _generate(
         attention_mask=prompt_mask,
         cache=cache,
         return_hidden=True,
+        output_span=(prompt_len - 1, prompt_len),
     )
     logits = _project(hidden[:, -1], head)
     cache = _place_cache(_repeat_cache(cache, num_samples), model.config, mesh)
@@ -660,12 +661,19 @@ def _token_logprobs(
 ) -> tuple[jax.Array, jax.Array | None, jax.Array | None]:
     """Jitted body of ``token_logprobs`` (targets at positions ``start..T-1``)."""
     batch, seq = tokens.shape
+    # Hidden state at t predicts token t+1: pair hidden[start-1:T-1] with tokens[start:T].
+    # Only those positions leave the model (its last layer skips the others).
     hidden = _apply(
-        model, params, tokens, positions=_positions(mask), attention_mask=mask, return_hidden=True
+        model,
+        params,
+        tokens,
+        positions=_positions(mask),
+        attention_mask=mask,
+        return_hidden=True,
+        output_span=(start - 1, seq - 1),
     )
     head = lm_head_weight(params)
-    # Hidden state at t predicts token t+1: pair hidden[start-1:T-1] with tokens[start:T].
-    h = hidden[:, start - 1 : seq - 1].reshape(-1, hidden.shape[-1])
+    h = hidden.reshape(-1, hidden.shape[-1])
     targets = tokens[:, start:].reshape(-1)
     n = h.shape[0]
     chunk = min(chunk_size, n)

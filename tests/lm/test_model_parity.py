@@ -173,6 +173,59 @@ def test_jit_vmap_and_remat() -> None:
         np.testing.assert_allclose(a, b, atol=1e-6)
 
 
+@pytest.mark.parametrize("family", FAMILIES)
+def test_output_span_equals_slicing_the_full_outputs(family: str) -> None:
+    """`output_span` computes the last layer for a span of positions only; logits, hidden
+    states, values, the cache and gradients equal those of the full forward, sliced."""
+    model, params = _load(family)
+    tokens = jnp.asarray(_fixture(family)[0])
+    seq = tokens.shape[1]
+    apply = jax.jit(model.apply, static_argnames=("return_hidden", "output_span"))
+    full = apply(params, tokens)
+    for span in ((0, seq), (3, seq - 1), (seq - 1, seq), (0, 1)):
+        np.testing.assert_allclose(
+            apply(params, tokens, output_span=span), full[:, span[0] : span[1]], atol=1e-5
+        )
+    hidden = apply(params, tokens, return_hidden=True)
+    np.testing.assert_allclose(
+        apply(params, tokens, return_hidden=True, output_span=(2, 5)), hidden[:, 2:5], atol=1e-5
+    )
+    # With a cache (a prefill that only needs its last position): the same cache.
+    cache = init_cache(model.config, tokens.shape[0], 16)
+    logits_c, cache_full = apply(params, tokens, cache=cache)
+    last, cache_span = apply(params, tokens, cache=cache, output_span=(seq - 1, seq))
+    np.testing.assert_allclose(last, logits_c[:, -1:], atol=1e-5)
+    for a, b in zip(jax.tree.leaves(cache_full), jax.tree.leaves(cache_span), strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    # Gradients through the skipped positions' keys and values (remat too).
+    for m in (model, Transformer(model.config, remat=True)):
+        grad = lambda span, m=m: jax.jit(  # noqa: E731
+            jax.grad(lambda p: jnp.sum(jnp.sin(m.apply(p, tokens, output_span=span))))
+        )(params)
+        g_full = jax.jit(
+            jax.grad(lambda p, m=m: jnp.sum(jnp.sin(m.apply(p, tokens)[:, 3 : seq - 1])))
+        )(params)
+        for a, b in zip(jax.tree.leaves(grad((3, seq - 1))), jax.tree.leaves(g_full), strict=True):
+            assert _rel_err(a, b) < 1e-5
+
+
+def test_output_span_with_value_head_and_bad_spans() -> None:
+    model, params = from_pretrained(FIXTURES / "qwen2", value_head=True)
+    params = jax.tree_util.tree_map_with_path(  # a non-zero value head
+        lambda path, x: x + 0.1 if "value_head" in jax.tree_util.keystr(path) else x, params
+    )
+    tokens = jnp.asarray(_fixture("qwen2")[0])
+    logits, values = model.apply(params, tokens)
+    logits_s, values_s = model.apply(params, tokens, output_span=(1, 4))
+    np.testing.assert_allclose(logits_s, logits[:, 1:4], atol=1e-5)
+    np.testing.assert_allclose(values_s, values[:, 1:4], atol=1e-5)
+    assert np.abs(np.asarray(values_s)).max() > 0
+    seq = tokens.shape[1]
+    for bad in ((2, 2), (-1, 3), (0, seq + 1), (0.0, 2)):
+        with pytest.raises(ValueError, match="output_span"):
+            model.apply(params, tokens, output_span=bad)
+
+
 def test_unsupported_architecture_lists_supported() -> None:
     with pytest.raises(ValueError, match="supported: llama, qwen2, qwen3"):
         ModelConfig.from_hf({"model_type": "gpt2", "vocab_size": 10})

@@ -120,8 +120,14 @@ class PPOLM(GRPO):
         Completion token t sits at position `prompt_len + t` of `tokens`; the state
         before it is the prefix ending at position `prompt_len + t - 1`, whose value
         the value head reads there (so t = 0 is valued at the prompt's last token)."""
-        _, values = self.critic.apply(model_params, tokens, attention_mask=mask, return_hidden=True)
-        return values[:, self.prompt_len - 1 : -1]
+        _, values = self.critic.apply(
+            model_params,
+            tokens,
+            attention_mask=mask,
+            return_hidden=True,
+            output_span=(self.prompt_len - 1, tokens.shape[1] - 1),
+        )
+        return values
 
     def _batch_values(self, state: PPOLMState, batch: dict[str, jax.Array]) -> jax.Array:
         """The critic's completion values of the whole update, computed in slices the
