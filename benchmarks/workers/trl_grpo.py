@@ -282,3 +282,10 @@ if __name__ == "__main__":
     result = main(json.loads(sys.argv[1]))
     if int(os.environ.get("RANK", "0")) == 0:  # under torchrun, one line from rank 0
         print(json.dumps(result), flush=True)
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        # Leaving the process group to interpreter exit sometimes aborted rank 0
+        # ("terminate called without an active exception") after its result was printed.
+        dist.barrier()
+        dist.destroy_process_group()
