@@ -143,11 +143,17 @@ def test_parameters_moments_and_reference_are_sharded(report):
 
 @pytest.mark.parametrize("case", ["data", "fsdp", "fsdp_tensor"])
 def test_each_device_computes_only_its_share_of_the_rows(report, case):
-    """Per-device FLOPs of the compiled learning phase (XLA's cost analysis) are the
-    1-device step's divided by the devices the rows are split over (data x fsdp), with
-    room for the collectives. Without `keep_rows_sharded` the shuffled batch was
-    replicated and every device computed all of it (data=8: 8x the share)."""
+    """Per-device FLOPs of the compiled learning phase (XLA's cost analysis): the devices
+    the rows are split over (data x fsdp) together do at most twice the 1-device step's
+    work. Without `keep_rows_sharded` the shuffled batch was replicated and every device
+    computed all of it (data=8: 8x the 1-device work in total).
+
+    Not `ref / rows_split` alone: part of the step does not scale with the rows. On the
+    data-only mesh every device runs the whole optimiser update on its replica, plus the
+    gradient all-reduce: about 2.3 MFLOP per device here, against 20.7 MFLOP of row
+    work in the 1-device step (so data=8 measures 1.70x the 1-device total; fsdp=8
+    1.05x, fsdp 4 x tensor 2 0.60x)."""
     r = report[case]
     rows_split = r["mesh"]["data"] * r["mesh"]["fsdp"]
     assert rows_split >= 4
-    assert r["flops"] <= 1.5 * r["ref_flops"] / rows_split, r
+    assert r["flops"] * rows_split <= 2 * r["ref_flops"], r
