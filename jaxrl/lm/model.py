@@ -341,8 +341,12 @@ class Transformer(nn.Module):
         c = self.config
         b, s = tokens.shape
         if output_span is not None:
-            start, stop = output_span
-            if not (isinstance(start, int) and isinstance(stop, int) and 0 <= start < stop <= s):
+            ok = isinstance(output_span, (tuple, list)) and len(output_span) == 2
+            if ok:
+                output_span = tuple(output_span)
+                start, stop = output_span
+                ok = isinstance(start, int) and isinstance(stop, int) and 0 <= start < stop <= s
+            if not ok:
                 raise ValueError(
                     f"output_span must be static ints (start, stop) with "
                     f"0 <= start < stop <= seq ({s}), got {output_span!r}"

@@ -221,7 +221,7 @@ def test_output_span_with_value_head_and_bad_spans() -> None:
     np.testing.assert_allclose(values_s, values[:, 1:4], atol=1e-5)
     assert np.abs(np.asarray(values_s)).max() > 0
     seq = tokens.shape[1]
-    for bad in ((2, 2), (-1, 3), (0, seq + 1), (0.0, 2)):
+    for bad in ((2, 2), (-1, 3), (0, seq + 1), (0.0, 2), 3, (1, 2, 3)):
         with pytest.raises(ValueError, match="output_span"):
             model.apply(params, tokens, output_span=bad)
 
