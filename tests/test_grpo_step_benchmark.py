@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "workers"))
 
 import grpo_step  # noqa: E402
-from jaxrl_grpo import layout_label  # noqa: E402
+from _layouts import layout_label  # noqa: E402
 
 
 def test_layouts_parse_and_bad_ones_name_the_rule() -> None:

@@ -131,32 +131,39 @@ def launch_processes(args: dict, processes: int) -> dict:
     collectives), each pinned to its own core; returns rank 0's result."""
     import socket
     import subprocess
+    import tempfile
 
     with socket.socket() as sock:
         sock.bind(("localhost", 0))
         port = sock.getsockname()[1]
-    children = []
-    for rank in range(processes):
-        env = {
-            **os.environ,
-            "JAXRL_COORDINATOR": f"localhost:{port}",
-            "JAXRL_NUM_PROCESSES": str(processes),
-            "JAXRL_PROCESS_ID": str(rank),
-        }
-        children.append(
-            subprocess.Popen(
-                [sys.executable, __file__, json.dumps(args)],
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-        )
-    outputs = [child.communicate() for child in children]
-    for rank, (child, (_, err)) in enumerate(zip(children, outputs, strict=True)):
-        if child.returncode != 0:
-            raise RuntimeError(f"process {rank} failed (exit {child.returncode}):\n{err[-4000:]}")
-    lines = [line for line in outputs[0][0].splitlines() if line.startswith('{"')]
+    # Each child writes to its own files, not pipes: waiting on rank 0 while rank 1
+    # blocks on a full pipe would deadlock them in their next collective.
+    with tempfile.TemporaryDirectory() as tmp:
+        logs = Path(tmp)
+        children = []
+        for rank in range(processes):
+            env = {
+                **os.environ,
+                "JAXRL_COORDINATOR": f"localhost:{port}",
+                "JAXRL_NUM_PROCESSES": str(processes),
+                "JAXRL_PROCESS_ID": str(rank),
+            }
+            with open(logs / f"{rank}.out", "w") as out, open(logs / f"{rank}.err", "w") as err:
+                children.append(
+                    subprocess.Popen(
+                        [sys.executable, __file__, json.dumps(args)],
+                        env=env,
+                        stdout=out,
+                        stderr=err,
+                    )
+                )
+        codes = [child.wait() for child in children]
+        for rank, code in enumerate(codes):
+            if code != 0:
+                err = (logs / f"{rank}.err").read_text()[-4000:]
+                raise RuntimeError(f"process {rank} failed (exit {code}):\n{err}")
+        stdout = (logs / "0.out").read_text()
+    lines = [line for line in stdout.splitlines() if line.startswith('{"')]
     return json.loads(lines[-1])
 
 

@@ -193,14 +193,9 @@ class Attention(nn.Module):
         b, s, _ = x.shape
         nh, nkv, hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
         cos, sin = rope
-        x_q = x
-        if self.query_span is not None:
-            lo, hi = self.query_span
-            x_q, cos_q, sin_q = x[:, lo:hi], cos[:, lo:hi], sin[:, lo:hi]
-            allowed = allowed[:, lo:hi]
-        else:
-            cos_q, sin_q = cos, sin
-        s_q = x_q.shape[1]
+        lo, hi = self.query_span or (0, s)
+        x_q, cos_q, sin_q, allowed = x[:, lo:hi], cos[:, lo:hi], sin[:, lo:hi], allowed[:, lo:hi]
+        s_q = hi - lo
         q = _dense(c, nh * hd, c.attention_bias, "q_proj")(x_q).reshape(b, s_q, nh, hd)
         k = _dense(c, nkv * hd, c.attention_bias, "k_proj")(x).reshape(b, s, nkv, hd)
         v = _dense(c, nkv * hd, c.attention_bias, "v_proj")(x).reshape(b, s, nkv, hd)
@@ -274,9 +269,8 @@ class Block(nn.Module):
         h, new_kv = Attention(c, self.query_span, name="self_attn")(
             norm("input_layernorm")(x), rope, allowed, kv, index
         )
-        if self.query_span is not None:
-            x = x[:, self.query_span[0] : self.query_span[1]]
-        x = x + h
+        lo, hi = self.query_span or (0, x.shape[1])
+        x = x[:, lo:hi] + h
         x = x + MLP(c, name="mlp")(norm("post_attention_layernorm")(x))
         return x, new_kv
 
@@ -285,6 +279,19 @@ def default_positions(attention_mask: jax.Array, offset: jax.Array | int = 0) ->
     """Rotary positions that count real tokens only: offset + cumsum(mask) - 1, clipped at 0."""
     pos = jnp.cumsum(attention_mask.astype(jnp.int32), axis=-1) - 1
     return jnp.maximum(pos, 0) + jnp.asarray(offset, jnp.int32)[..., None]
+
+
+def _checked_span(span: Any, seq: int) -> tuple[int, int]:
+    """`Transformer`'s `output_span` as a (start, stop) tuple of static ints with
+    0 <= start < stop <= seq; anything else raises, naming the rule."""
+    if isinstance(span, (tuple, list)) and len(span) == 2:
+        start, stop = span
+        if isinstance(start, int) and isinstance(stop, int) and 0 <= start < stop <= seq:
+            return start, stop
+    raise ValueError(
+        f"output_span must be static ints (start, stop) with 0 <= start < stop <= seq "
+        f"({seq}), got {span!r}"
+    )
 
 
 class LMHead(nn.Module):
@@ -341,16 +348,7 @@ class Transformer(nn.Module):
         c = self.config
         b, s = tokens.shape
         if output_span is not None:
-            ok = isinstance(output_span, (tuple, list)) and len(output_span) == 2
-            if ok:
-                output_span = tuple(output_span)
-                start, stop = output_span
-                ok = isinstance(start, int) and isinstance(stop, int) and 0 <= start < stop <= s
-            if not ok:
-                raise ValueError(
-                    f"output_span must be static ints (start, stop) with "
-                    f"0 <= start < stop <= seq ({s}), got {output_span!r}"
-                )
+            output_span = _checked_span(output_span, s)
         if attention_mask is None:
             attention_mask = jnp.ones((b, s), jnp.bool_)
         attention_mask = attention_mask.astype(jnp.bool_)
