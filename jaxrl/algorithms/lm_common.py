@@ -25,15 +25,15 @@ import json
 import math
 import pathlib
 import shutil
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import flax
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from jax.sharding import Mesh, NamedSharding
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from jaxrl import config as cfg
 from jaxrl import tasks
@@ -375,6 +375,83 @@ class LMAlgorithm(Algorithm):
             tree,
         )
 
+    def accumulated_gradient(
+        self,
+        loss: Callable[[Any, Any, Any], tuple[jax.Array, dict[str, Any]]],
+        params: Any,
+        context: Any,
+        rows: Any,
+        micro_batches: int = 1,
+    ) -> tuple[Any, dict[str, jax.Array]]:
+        """Gradient of `loss(params, context, rows)` with respect to `params`, and its
+        metrics, computed in slices: over the devices' row shards of a data-parallel
+        mesh (`sum_over_row_shards`) and, on each, over `micro_batches` slices of rows
+        (gradient accumulation: one slice's activations in memory at a time).
+
+        `loss` returns `(value, metrics)` for a slice of rows. Its value must divide by
+        the whole batch's normaliser (pass it in `context`), so that the slices' values
+        and gradients add up to the batch's; its metrics must be sums or `TokenMean`s,
+        which add up too (`finish_metrics` makes the means). `rows` is a pytree of
+        arrays whose first axis is the batch row.
+        """
+        grad_fn = jax.grad(loss, has_aux=True)
+
+        def summed(replicated: Any, rows: Any) -> Any:
+            params, context = replicated
+            pieces = jax.tree.map(lambda x: split_rows(x, micro_batches), rows)
+
+            def add_piece(total: Any, piece: Any) -> tuple[Any, None]:
+                return jax.tree.map(jnp.add, total, grad_fn(params, context, piece)), None
+
+            first = jax.tree.map(lambda x: x[0], pieces)
+            shapes = jax.eval_shape(grad_fn, params, context, first)
+            zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+            return jax.lax.scan(add_piece, zeros, pieces)[0]
+
+        grads, stats = self.sum_over_row_shards(
+            summed, (params, context), rows, rows_multiple=micro_batches
+        )
+        return grads, finish_metrics(stats)
+
+    def sum_over_row_shards(
+        self, fn: Callable[[Any, Any], Any], replicated: Any, rows: Any, rows_multiple: int = 1
+    ) -> Any:
+        """`fn(replicated, rows)`, computed as the sum of `fn` over shards of the rows.
+
+        `fn` must return a pytree that adds up over rows: the gradient of a loss whose
+        normaliser is the whole batch's (passed in `replicated`), sums, `TokenMean`s.
+        `rows` is a pytree of arrays whose first axis is the batch row.
+
+        On a data-parallel mesh (`data` > 1 and `fsdp` = `tensor` = 1, so the parameters
+        are replicated) each device runs `fn` on its own rows inside `shard_map` and
+        the results are summed with one flat all-reduce (`mesh.psum_in_buckets`), when
+        every device's rows are a multiple of `rows_multiple` (`fn`'s micro-batches).
+        Otherwise `fn` runs on all the rows and XLA's SPMD partitioner places the
+        collectives; with the parameters sharded (`fsdp`, `tensor`) that is where they
+        belong. Both give the same sums; the first is faster on CPU devices, whose
+        runtime costs one rendezvous per leaf of the gradient otherwise.
+        """
+        mesh = self.mesh
+        if mesh is None or mesh.shape["fsdp"] * mesh.shape["tensor"] > 1:
+            return fn(replicated, rows)
+        devices = mesh.shape["data"]
+        num_rows = jax.tree.leaves(rows)[0].shape[0]
+        if devices == 1 or num_rows % (devices * rows_multiple):
+            return fn(replicated, rows)
+
+        def shard(replicated: Any, rows: Any) -> Any:
+            return mesh_lib.psum_in_buckets(fn(replicated, rows), "data")
+
+        # check_vma=False: `fn` may start a scan from a zero (device-invariant) carry
+        # that its body makes device-varying; the psum makes every output invariant.
+        return jax.shard_map(
+            shard,
+            mesh=mesh,
+            in_specs=(PartitionSpec(), PartitionSpec("data")),
+            out_specs=PartitionSpec(),
+            check_vma=False,
+        )(replicated, rows)
+
     def state_sharding(self, abstract_state: Any, mesh: Mesh, num_agents: int) -> Any:
         """Parameters and optimiser moments by the LM rules (`jaxrl.lm.sharding`: FSDP
         over `embed`, tensor parallelism over heads/mlp/vocab), read from each leaf's
@@ -577,6 +654,32 @@ def _lm_leaf_sharding(path: tuple[Any, ...], leaf: Any, mesh: Mesh) -> NamedShar
     axes = lm_sharding.logical_axes(names, len(shape)) if names else (None,) * len(shape)
     per_agent = NamedSharding(mesh, lm_sharding.spec_for(axes, shape, mesh))
     return mesh_lib.with_agent_axis(per_agent)
+
+
+class TokenMean(NamedTuple):
+    """A metric averaged over tokens (or rows), kept as its sum and count so that the
+    pieces of a batch (micro-batches, the devices' row shards) combine by addition into
+    the whole batch's mean; `finish_metrics` divides. A mean of the pieces' means would
+    weigh a piece with few tokens like one with many."""
+
+    total: jax.Array
+    count: jax.Array
+
+    @classmethod
+    def of(cls, mean: jax.Array, count: jax.Array) -> TokenMean:
+        """The piece's `mean` over its `count` tokens (a mean over none is 0)."""
+        count = jnp.asarray(count, jnp.float32)
+        return cls(mean * count, count)
+
+
+def finish_metrics(stats: dict[str, Any]) -> dict[str, jax.Array]:
+    """`stats` summed over a batch's pieces -> metrics: a `TokenMean`'s total divided
+    by its count (0 for no tokens, as `masked_token_mean`); other entries (sums, such as
+    a loss whose every piece divides by the whole batch's normaliser) as they are."""
+    return {
+        name: value.total / jnp.maximum(value.count, 1.0) if isinstance(value, TokenMean) else value
+        for name, value in stats.items()
+    }
 
 
 def split_rows(x: jax.Array, pieces: int) -> jax.Array:

@@ -217,12 +217,28 @@ def test_micro_batches_give_the_same_update(learn, first_update):
     state, _, batch, _ = first_update
     batch = agent0(batch)
     batch = {**batch, "rewards": jnp.asarray(np.arange(16) % 3, jnp.float32)}
-    whole, _ = learn(state, batch)
-    accumulated, _ = jax.jit(make(kl_coef=0.1, micro_batches=4).learn)(state, batch)
+    # Completions of different lengths, so the micro-batches hold different numbers of
+    # tokens: row i keeps its first i % 5 + 1 tokens.
+    cmask = np.asarray(batch["completion_mask"])
+    kept = np.cumsum(cmask, axis=1) <= (np.arange(len(cmask)) % 5 + 1)[:, None]
+    batch["completion_mask"] = jnp.asarray(cmask & kept)
+    # Old log-probs off the current ones, so ratios and clip fractions vary per token.
+    noise = np.random.default_rng(0).normal(0, 0.3, cmask.shape).astype(np.float32)
+    batch["old_logp"] = jnp.asarray(batch["sampler_logp"]) + noise
+    whole, whole_metrics = learn(state, batch)
+    accumulated, metrics = jax.jit(make(kl_coef=0.1, micro_batches=4).learn)(state, batch)
     for a, b in zip(
         jax.tree.leaves(whole.params), jax.tree.leaves(accumulated.params), strict=True
     ):
-        np.testing.assert_allclose(a, b, atol=2e-6)
+        np.testing.assert_allclose(a, b, atol=1e-5)  # Adam: ~lr x sign(g) at step 1
+    # Metrics too: token means are summed with their counts over the micro-batches
+    # (`TokenMean`), not averaged over micro-batches of different token counts.
+    assert set(metrics) == set(whole_metrics)
+    assert (
+        float(whole_metrics["clip_fraction_low"]) + float(whole_metrics["clip_fraction_high"]) > 0
+    )
+    for name, value in whole_metrics.items():
+        np.testing.assert_allclose(metrics[name], value, rtol=1e-5, atol=1e-7, err_msg=name)
 
 
 # ---------------------------------------------------------------------- bad input

@@ -26,7 +26,7 @@ import pytest
 
 _SCRIPT = textwrap.dedent(
     """
-    import json
+    import json, re
     import jax, jax.numpy as jnp, numpy as np
     from jaxrl import config as cfg
     from jaxrl.algorithms import grpo
@@ -69,8 +69,16 @@ _SCRIPT = textwrap.dedent(
                        out_shardings=(shardings, None))
         compiled = step.lower(start, placed).compile()
         flops = compiled.cost_analysis()["flops"]  # per device
+        # Every all-reduce: (number of operands, largest operand's element count).
+        operands = [
+            (len(re.findall(r"%\\S+", args)),
+             max(int(np.prod([int(d) for d in dims.split(",") if d])) for dims in
+                 re.findall(r"\\[([\\d,]*)\\]", result)))
+            for result, args in re.findall(
+                r"= (\\(?[^=]*?\\)?) all-reduce(?:-start)?\\(([^)]*)\\)", compiled.as_text())
+        ]
         state, metrics = compiled(start, placed)
-        return mesh, before, state, jax.device_get(metrics), flops
+        return mesh, before, state, jax.device_get(metrics), (flops, operands)
 
     def flat(tree):
         return np.concatenate([np.ravel(x) for x in jax.tree.leaves(jax.device_get(tree))])
@@ -78,10 +86,10 @@ _SCRIPT = textwrap.dedent(
     def spec(x):
         return [list(a) if isinstance(a, tuple) else a for a in x.sharding.spec]
 
-    _, before, ref, ref_metrics, ref_flops = learn(1, 1, 1)
+    _, before, ref, ref_metrics, (ref_flops, _) = learn(1, 1, 1)
     report = {}
     for name, (fsdp, tensor) in {"data": (1, 1), "fsdp": (8, 1), "fsdp_tensor": (4, 2)}.items():
-        mesh, _, state, metrics, flops = learn(fsdp, tensor, None)
+        mesh, _, state, metrics, (flops, operands) = learn(fsdp, tensor, None)
         layer = state.params["params"]["layers_0"]["self_attn"]["q_proj"]["kernel"]
         ref_layer = state.ref_params["params"]["layers_0"]["self_attn"]["q_proj"]["kernel"]
         mu = state.opt_state[1].mu["params"]["layers_0"]["self_attn"]["q_proj"]["kernel"]
@@ -92,7 +100,9 @@ _SCRIPT = textwrap.dedent(
             metrics={k: np.asarray(v).tolist() for k, v in metrics.items()},
             ref_metrics={k: np.asarray(v).tolist() for k, v in ref_metrics.items()},
             q_proj=spec(layer), ref_q_proj=spec(ref_layer), mu_q_proj=spec(mu),
-            flops=flops, ref_flops=ref_flops,
+            flops=flops, ref_flops=ref_flops, all_reduces=operands,
+            gradient_leaves=len(jax.tree.leaves(state.params)),
+            gradient_size=int(flat(state.params).size),
         )
     print("REPORT" + json.dumps(report))
     """
@@ -157,3 +167,15 @@ def test_each_device_computes_only_its_share_of_the_rows(report, case):
     rows_split = r["mesh"]["data"] * r["mesh"]["fsdp"]
     assert rows_split >= 4
     assert r["flops"] * rows_split <= 2 * r["ref_flops"], r
+
+
+def test_data_parallel_gradient_is_all_reduced_in_one_buffer(report):
+    """On a data-only mesh each device computes the gradient of its rows and the sum is
+    one all-reduce of a flat buffer (`LMAlgorithm.sum_over_row_shards`,
+    `mesh.psum_in_buckets`): XLA's CPU runtime pays one rendezvous per all-reduce operand,
+    and XLA's own partitioning reduces one operand per parameter leaf. The other
+    all-reduces are scalars per agent (the loss normaliser, group statistics, metrics)."""
+    r = report["data"]
+    gradient = [n for n, size in r["all_reduces"] if size >= r["gradient_size"]]
+    assert gradient == [1], r["all_reduces"]  # the gradient (both agents): one operand
+    assert all(n <= 2 < r["gradient_leaves"] for n, _ in r["all_reduces"]), r["all_reduces"]

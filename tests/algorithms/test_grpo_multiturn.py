@@ -23,7 +23,7 @@ from jaxrl.algorithms import grpo, sft
 from jaxrl.algorithms.grpo import losses
 from jaxrl.algorithms.grpo import multiturn as mt
 from jaxrl.algorithms.grpo.train import GRPOState
-from jaxrl.algorithms.lm_common import agent
+from jaxrl.algorithms.lm_common import agent, finish_metrics
 from jaxrl.config import ConfigError
 from jaxrl.tasks import Example
 from jaxrl.training.driver import RunConfig, train
@@ -178,9 +178,9 @@ def test_environment_tokens_are_out_of_the_loss_kl_and_entropy(algo):
     params = jax.tree.map(lambda s: 0.1 * rng.standard_normal(s.shape, np.float32), shapes)
     state = GRPOState(params, None, jax.random.key(0), jnp.int32(0), algo.hyperparams())
     normaliser = losses.loss_normaliser(cmask, algo.config.loss_agg)
-    loss = jax.jit(algo._loss)
-    _, s1 = loss(params, state, data, normaliser)
-    _, s2 = loss(params, state, noisy, normaliser)
+    loss = jax.jit(lambda *args: finish_metrics(algo._loss(*args)[1]))
+    s1 = loss(params, state, data, normaliser)
+    s2 = loss(params, state, noisy, normaliser)
     assert {"loss", "kl", "entropy"} <= set(s1) and float(s1["loss"]) != 0.0
     for name in s1:
         assert float(s1[name]) == float(s2[name]), name

@@ -44,7 +44,7 @@ from flax import struct
 
 from jaxrl import config as cfg
 from jaxrl import tasks
-from jaxrl.algorithms.lm_common import LMAlgorithm, agent, encode_rows, split_rows
+from jaxrl.algorithms.lm_common import LMAlgorithm, TokenMean, agent, encode_rows
 from jaxrl.lm import Transformer, apply_lora, merge_lora, token_logprobs
 from jaxrl.tasks import preferences
 
@@ -182,18 +182,9 @@ class DPO(LMAlgorithm):
         gradient accumulated over `micro_batches` slices of pairs."""
         c, hp = self.config, state.hparams
         lr_scale = self.lr_scale(state.update_step)
-        micro = jax.tree.map(lambda x: split_rows(x, c.micro_batches), batch)
-        grad_fn = jax.grad(self._loss, has_aux=True)
-
-        def step(total, piece):
-            grads, stats = grad_fn(state.params, state, piece)
-            return jax.tree.map(jnp.add, total, grads), stats
-
-        zeros = jax.tree.map(jnp.zeros_like, state.params)
-        grads, stats = jax.lax.scan(step, zeros, micro)
-        # Slices are equal in size: the batch's loss is the sum of theirs (each divided by
-        # the whole batch), every other statistic the mean of the slices' means.
-        metrics = {k: v.sum() if k in ("loss", "tokens") else v.mean() for k, v in stats.items()}
+        grads, metrics = self.accumulated_gradient(
+            self._loss, state.params, state, batch, c.micro_batches
+        )
         updates, opt_state = self.optimizer(hp, lr_scale).update(
             grads, state.opt_state, state.params
         )
@@ -207,9 +198,16 @@ class DPO(LMAlgorithm):
 
     def _loss(self, trainable: Any, state: DPOState, piece: dict[str, jax.Array]):
         """This slice's share of the batch's mean loss (its per-pair losses summed and
-        divided by `batch_size`), and its statistics."""
+        divided by `batch_size`), and its statistics: the loss and token count as sums,
+        the rest as means over the slice's pairs (`TokenMean`), which add up over the
+        slices of a batch."""
         per_pair, stats = self.pair_losses(trainable, state, piece)
         loss = jnp.sum(per_pair) / self.config.batch_size
+        pairs = per_pair.shape[0]
+        stats = {
+            name: value if name == "tokens" else TokenMean.of(value, pairs)
+            for name, value in stats.items()
+        }
         return loss, {**stats, "loss": loss}
 
     def pair_losses(

@@ -53,7 +53,14 @@ from flax import struct
 
 from jaxrl import config as cfg
 from jaxrl import prng, tasks
-from jaxrl.algorithms.lm_common import LMAlgorithm, agent, encode_example, split_rows
+from jaxrl.algorithms.lm_common import (
+    LMAlgorithm,
+    TokenMean,
+    agent,
+    encode_example,
+    split_rows,
+)
+from jaxrl.algorithms.sft.losses import masked_token_mean
 from jaxrl.config import ConfigError
 from jaxrl.lm import decode_completions, generate, token_logprobs
 from jaxrl.rewards import blocks as reward_blocks
@@ -447,32 +454,22 @@ class GRPO(LMAlgorithm):
         micro-batch's `_loss` divides by the same (`losses.loss_normaliser`)."""
         return losses.loss_normaliser(minibatch["loss_mask"], self.config.loss_agg)
 
-    # Metrics of `_loss` that are a micro-batch's share of the minibatch's (summed over
-    # micro-batches); the others are averaged.
-    summed_loss_metrics: tuple[str, ...] = ("loss", "logp_gap_sum")
-
     def _accumulated_grads(self, params, state: GRPOState, minibatch: dict[str, jax.Array]):
-        """Gradient of one minibatch's loss, summed over `micro_batches` slices that each
-        use the whole minibatch's normaliser (so the sum is the minibatch's gradient)."""
-        c = self.config
-        normaliser = self._normaliser(minibatch)
-        micro = jax.tree.map(lambda x: split_rows(x, c.micro_batches), minibatch)
-        grad_fn = jax.grad(self._loss, has_aux=True)
-
-        def step(total, piece):
-            grads, stats = grad_fn(params, state, piece, normaliser)
-            return jax.tree.map(jnp.add, total, grads), stats
-
-        zeros = jax.tree.map(jnp.zeros_like, params)
-        grads, stats = jax.lax.scan(step, zeros, micro)
-        stats = {
-            name: value.sum() if name in self.summed_loss_metrics else value.mean()
-            for name, value in stats.items()
-        }
-        return grads, stats
+        """Gradient and metrics of one minibatch's loss, over `micro_batches` slices (and
+        the devices' shards) of its rows, each slice's loss divided by the whole
+        minibatch's normaliser (`LMAlgorithm.accumulated_gradient`)."""
+        return self.accumulated_gradient(
+            lambda p, context, rows: self._loss(p, context[0], rows, context[1]),
+            params,
+            (state, self._normaliser(minibatch)),
+            minibatch,
+            self.config.micro_batches,
+        )
 
     def _loss(self, params, state: GRPOState, batch: dict[str, jax.Array], normaliser):
-        """The aggregated policy loss (+ KL and entropy terms) of a slice of rows."""
+        """The aggregated policy loss (+ KL and entropy terms) of a slice of rows, and its
+        metrics: sums over the slice (`loss`, `logp_gap_sum`) or `TokenMean`s, which
+        `_accumulated_grads` adds up over the slices of a minibatch."""
         c, hp = self.config, state.hparams
         logp, entropy = self._completion_logprobs(
             self.model_params(params, state.base_params),
@@ -496,10 +493,13 @@ class GRPO(LMAlgorithm):
             eps_high=hp.eps_high,
             dual_clip_c=c.dual_clip_c,
         )
-        stats.update(diagnostics)
+        loss_tokens, completion_tokens = jnp.sum(batch["loss_mask"]), jnp.sum(cmask)
+        stats.update({k: TokenMean.of(v, loss_tokens) for k, v in diagnostics.items()})
         if self.uses_reference:
             kl = losses.kl_estimate(logp, batch["ref_logp"], c.kl, old_logp)
-            stats["kl"] = jnp.sum(jax.lax.stop_gradient(kl) * cmask) / jnp.maximum(cmask.sum(), 1)
+            stats["kl"] = TokenMean.of(
+                masked_token_mean(jax.lax.stop_gradient(kl), cmask), completion_tokens
+            )
             if not c.kl_in_reward:
                 per_token = per_token + hp.kl_coef * kl
         if c.ent_coef > 0:
@@ -507,8 +507,8 @@ class GRPO(LMAlgorithm):
         loss = losses.aggregate_loss(
             per_token, batch["loss_mask"], c.loss_agg, normaliser, max_len=self.max_new_tokens
         )
-        stats["entropy"] = jnp.sum(jax.lax.stop_gradient(entropy) * cmask) / jnp.maximum(
-            cmask.sum(), 1
+        stats["entropy"] = TokenMean.of(
+            masked_token_mean(jax.lax.stop_gradient(entropy), cmask), completion_tokens
         )
         stats["loss"] = loss
         return loss, stats

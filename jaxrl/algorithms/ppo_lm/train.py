@@ -42,6 +42,7 @@ from flax import struct
 from jaxrl import config as cfg
 from jaxrl.algorithms.grpo import losses
 from jaxrl.algorithms.grpo.train import GRPO, GRPOState
+from jaxrl.algorithms.lm_common import TokenMean
 from jaxrl.algorithms.ppo.losses import value_error
 from jaxrl.algorithms.sft.losses import masked_token_mean
 from jaxrl.lm import Transformer, apply_lora, init_lora
@@ -62,7 +63,6 @@ class PPOLM(GRPO):
 
     name = "ppo-lm"
     sweepable = SWEEPABLE
-    summed_loss_metrics = ("loss", "logp_gap_sum", "policy_loss", "value_loss")
 
     def __init__(self, config: PPOLMConfig):
         super().__init__(config)
@@ -215,7 +215,9 @@ class PPOLM(GRPO):
             loss=loss,
             policy_loss=policy_loss,
             value_loss=value_loss,
-            value_clip_fraction=masked_token_mean(clipped.astype(jnp.float32), cmask),
+            value_clip_fraction=TokenMean.of(
+                masked_token_mean(clipped.astype(jnp.float32), cmask), jnp.sum(cmask)
+            ),
         )
         return loss, stats
 
