@@ -1,5 +1,5 @@
-"""An SFT update on 8 emulated CPU devices (FSDP, and FSDP x tensor) equals the 1-device
-update, and the parameters and Adam moments really are sharded.
+"""An SFT update on 8 emulated CPU devices (FSDP, FSDP x tensor, data parallel) equals the
+1-device update, and the parameters and Adam moments really are sharded.
 
 `--xla_force_host_platform_device_count` must be set before JAX initialises, so the
 work runs in a subprocess (`_SCRIPT`) that reports JSON; this test session keeps its one
@@ -61,7 +61,8 @@ _SCRIPT = textwrap.dedent(
         return dict(spec=spec, shard=list(x.sharding.shard_shape(x.shape)), shape=list(x.shape))
 
     report = {}
-    cases = {"fsdp": (8, 1, {}), "fsdp_tensor": (4, 2, {}), "fsdp_lora": (8, 1, {"lora_rank": 4})}
+    cases = {"fsdp": (8, 1, {}), "fsdp_tensor": (4, 2, {}), "fsdp_lora": (8, 1, {"lora_rank": 4}),
+             "data": (1, 1, {})}
     for name, (fsdp, tensor, extra) in cases.items():
         _, before, ref, ref_metrics, _ = one_update(1, 1, 1, extra)
         mesh, _, state, metrics, batch = one_update(fsdp, tensor, None, extra)
@@ -101,8 +102,10 @@ def report() -> dict:
     return json.loads(line.removeprefix("REPORT"))
 
 
-@pytest.mark.parametrize("case", ["fsdp", "fsdp_tensor", "fsdp_lora"])
+@pytest.mark.parametrize("case", ["fsdp", "fsdp_tensor", "fsdp_lora", "data"])
 def test_sharded_update_equals_the_one_device_update(report, case):
+    """`data`: 8-way data parallel, each device's gradient computed in `shard_map` and
+    summed in one flat all-reduce (`LMAlgorithm.accumulated_gradient`)."""
     r = report[case]
     assert r["params_max_change"] > 1e-4  # the update moved the parameters
     assert r["params_max_diff"] < 1e-4, r  # measured ~1e-5: one Adam step is ~lr * sign(g)

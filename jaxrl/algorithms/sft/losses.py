@@ -19,8 +19,10 @@ def masked_token_nll(logprobs: jax.Array, loss_mask: jax.Array) -> tuple[jax.Arr
 
     Every answer token of the batch weighs the same (the causal-LM loss of Hugging Face's
     Trainer and TRL's SFTTrainer); a longer answer counts for more than a short one. The
-    mean is over the whole update's batch, with no gradient accumulation, so it is not
-    subject to the per-micro-batch normalisation pitfall (verl #5625).
+    mean is over the whole update's batch: where the batch is computed in slices (the
+    devices' row shards, `SFT._loss`), each slice's sum is divided by the whole batch's
+    count, so the slices do not fall into the per-micro-batch normalisation pitfall
+    (verl #5625).
 
     Args:
       logprobs: (batch, length) float log-probabilities of the target tokens.

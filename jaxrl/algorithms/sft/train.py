@@ -40,6 +40,7 @@ from jaxrl import tasks
 from jaxrl.algorithms.lm_common import (
     MODEL_DIR,
     LMAlgorithm,
+    TokenMean,
     agent,
     encode_example,
     encode_rows,
@@ -138,24 +139,10 @@ class SFT(LMAlgorithm):
         stopped agent computes the same metrics and keeps its parameters."""
         c, hp = self.config, state.hparams
         lr_scale = self.lr_scale(state.update_step)
-        loss_mask = batch["loss_mask"][:, 1:]  # token_logprobs scores tokens 1..L-1
-
-        def loss_fn(trainable):
-            logprobs, entropy, top = token_logprobs(
-                self.model,
-                self.model_params(trainable, state.base_params),
-                batch["tokens"],
-                attention_mask=batch["mask"],
-                chunk_size=c.logprob_chunk,
-                return_entropy=True,
-                return_top=True,
-            )
-            loss, num_tokens = losses.masked_token_nll(logprobs, loss_mask)
-            return loss, (logprobs, entropy, top, num_tokens)
-
-        (loss, (logprobs, entropy, top, num_tokens)), grads = jax.value_and_grad(
-            loss_fn, has_aux=True
-        )(state.params)
+        num_tokens = jnp.sum(batch["loss_mask"][:, 1:].astype(jnp.float32))
+        grads, stats = self.accumulated_gradient(
+            self._loss, state.params, (state, num_tokens), batch
+        )
         optimizer = self.optimizer(hp, lr_scale)
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
         stopped = state.stopped_at >= 0
@@ -164,7 +151,7 @@ class SFT(LMAlgorithm):
             (state.params, state.opt_state),
             (optax.apply_updates(state.params, updates), opt_state),
         )
-        exact_match = losses.greedy_exact_match(logprobs, top, loss_mask)
+        exact_match = stats["exact_match"]
         train_accuracy = optax.incremental_update(
             exact_match, state.train_accuracy, 1.0 - c.train_accuracy_decay
         )
@@ -182,17 +169,44 @@ class SFT(LMAlgorithm):
             stopped_at=stopped_at,
         )
         metrics = {
-            "loss": loss,
-            "exact_match": exact_match,
+            **stats,
             "train_accuracy": state.train_accuracy,
             "stopped": (stopped_at >= 0).astype(jnp.float32),
             "tokens": num_tokens,
-            "entropy": losses.masked_token_mean(jax.lax.stop_gradient(entropy), loss_mask),
-            "answer_prob": losses.answer_probability(logprobs, loss_mask),
             "grad_norm": optax.tree.norm(grads),
             "lr": hp.lr * lr_scale,
         }
         return state, metrics
+
+    def _loss(self, trainable: Any, context: tuple[SFTState, jax.Array], rows: Any):
+        """This slice of rows' share of the batch's token-mean cross-entropy (its summed
+        token NLL over the whole batch's `num_tokens`, so slices add up), and its
+        statistics as `TokenMean`s: `exact_match` (greedy, free under teacher forcing)
+        and `answer_prob` per row, `entropy` per loss token."""
+        state, num_tokens = context
+        loss_mask = rows["loss_mask"][:, 1:]  # token_logprobs scores tokens 1..L-1
+        logprobs, entropy, top = token_logprobs(
+            self.model,
+            self.model_params(trainable, state.base_params),
+            rows["tokens"],
+            attention_mask=rows["mask"],
+            chunk_size=self.config.logprob_chunk,
+            return_entropy=True,
+            return_top=True,
+        )
+        slice_loss, slice_tokens = losses.masked_token_nll(logprobs, loss_mask)
+        loss = slice_loss * slice_tokens / jnp.maximum(num_tokens, 1.0)
+        num_rows = loss_mask.shape[0]
+        return loss, {
+            "loss": loss,
+            "exact_match": TokenMean.of(
+                losses.greedy_exact_match(logprobs, top, loss_mask), num_rows
+            ),
+            "answer_prob": TokenMean.of(losses.answer_probability(logprobs, loss_mask), num_rows),
+            "entropy": TokenMean.of(
+                losses.masked_token_mean(jax.lax.stop_gradient(entropy), loss_mask), slice_tokens
+            ),
+        }
 
     def early_stop(self, state: SFTState) -> tuple[SFTState, bool]:
         """Ends the run once every agent has stopped (see `stop_at_train_accuracy`)."""
