@@ -62,7 +62,7 @@ _SCRIPT = textwrap.dedent(
 
     report = {}
     cases = {"fsdp": (8, 1, {}), "fsdp_tensor": (4, 2, {}), "fsdp_lora": (8, 1, {"lora_rank": 4}),
-             "data": (1, 1, {})}
+             "data": (1, 1, {}), "data_lora": (1, 1, {"lora_rank": 4})}
     for name, (fsdp, tensor, extra) in cases.items():
         _, before, ref, ref_metrics, _ = one_update(1, 1, 1, extra)
         mesh, _, state, metrics, batch = one_update(fsdp, tensor, None, extra)
@@ -102,10 +102,10 @@ def report() -> dict:
     return json.loads(line.removeprefix("REPORT"))
 
 
-@pytest.mark.parametrize("case", ["fsdp", "fsdp_tensor", "fsdp_lora", "data"])
+@pytest.mark.parametrize("case", ["fsdp", "fsdp_tensor", "fsdp_lora", "data", "data_lora"])
 def test_sharded_update_equals_the_one_device_update(report, case):
-    """`data`: 8-way data parallel, each device's gradient computed in `shard_map` and
-    summed in one flat all-reduce (`LMAlgorithm.accumulated_gradient`)."""
+    """`data`, `data_lora`: 8-way data parallel, each device's gradient computed in
+    `shard_map` and summed in one flat all-reduce (`LMAlgorithm.accumulated_gradient`)."""
     r = report[case]
     assert r["params_max_change"] > 1e-4  # the update moved the parameters
     assert r["params_max_diff"] < 1e-4, r  # measured ~1e-5: one Adam step is ~lr * sign(g)
