@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from jaxrl import config as cfg
@@ -696,8 +697,25 @@ def split_rows(x: jax.Array, pieces: int) -> jax.Array:
 
 
 def agent(state: Any, i: int) -> Any:
-    """Agent `i` of an agent-stacked pytree."""
-    return jax.tree.map(lambda x: x[i], state)
+    """Agent `i` of an agent-stacked pytree, as arrays this process can read.
+
+    Held-out evaluation, decoding and export run on the host, outside the compiled steps.
+    In a multi-process run the state's arrays span every process's devices, and neither
+    a value fetched from them nor the output of a computation on them is readable by one
+    process; so each process takes its own copy of the agent (a replicated array's local
+    shard, a sharded one gathered from all processes) and evaluates it on its own
+    devices, every process alike."""
+    return jax.tree.map(lambda x: _process_local(x[i]), state)
+
+
+def _process_local(x: Any) -> Any:
+    """`x` as an array of this process: itself when it lives on this process's devices
+    only, else its local copy (replicated) or all its shards gathered (sharded)."""
+    if not isinstance(x, jax.Array) or x.is_fully_addressable:
+        return x
+    if x.is_fully_replicated:
+        return x.addressable_data(0)
+    return multihost_utils.process_allgather(x, tiled=True)
 
 
 def left_pad(rows: Sequence[Sequence[int]], length: int, pad_id: int) -> tuple[Any, Any]:

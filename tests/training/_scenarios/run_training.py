@@ -40,6 +40,10 @@ import sys
 import time
 
 
+# Metrics that measure time, which differs between runs by nature.
+TIMING_METRICS = ("steps_per_second", "seconds", "tokens_per_second")
+
+
 def main() -> None:
     spec = json.loads(pathlib.Path(sys.argv[1]).read_text())
     out_dir = pathlib.Path(spec["out_dir"])
@@ -112,7 +116,7 @@ def main() -> None:
         report["runs"][name] = {
             "wall_seconds": wall,
             "metrics": [
-                {k: v for k, v in row.items() if k not in ("steps_per_second", "seconds")}
+                {k: v for k, v in row.items() if k not in TIMING_METRICS}
                 for row in result.metrics
             ],
             "summary": result.summary,
