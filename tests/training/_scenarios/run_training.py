@@ -39,7 +39,6 @@ import shutil
 import sys
 import time
 
-
 # Metrics that measure time, which differs between runs by nature.
 TIMING_METRICS = ("steps_per_second", "seconds", "tokens_per_second")
 
@@ -116,8 +115,7 @@ def main() -> None:
         report["runs"][name] = {
             "wall_seconds": wall,
             "metrics": [
-                {k: v for k, v in row.items() if k not in TIMING_METRICS}
-                for row in result.metrics
+                {k: v for k, v in row.items() if k not in TIMING_METRICS} for row in result.metrics
             ],
             "summary": result.summary,
             "shardings": {
