@@ -1047,7 +1047,9 @@ def matmul_ops(jaxpr: Any, loops: bool = True) -> tuple[list[MatmulOp], bool]:
     A while loop's trip count is read from a `t < limit` test of its condition on a
     carried counter with a known start (a literal, or the limit a previous loop ran
     to): an upper bound when the loop can also stop early (the sampler's EOS exit). A
-    `cond` contributes its costliest branch.
+    `cond` contributes its costliest branch. A `shard_map` body, whose shapes are one
+    device's share, counts once per device of its mesh axes, so that the FLOPs are the
+    whole program's inside it as outside (where shapes are global).
     """
     ops: list[MatmulOp] = []
     exact = _collect_matmuls(jaxpr, loops, 1.0, ops)
@@ -1081,6 +1083,11 @@ def _collect_matmuls(jaxpr: Any, loops: bool, times: float, ops: list[MatmulOp])
             if trip is None:
                 trip, exact = 1, False
             exact &= _collect_matmuls(eqn.params["body_jaxpr"], loops, times * trip, ops)
+        elif prim == "shard_map":  # its shapes are one device's share: count every device
+            devices = math.prod(
+                eqn.params["mesh"].shape[a] for a in eqn.params["newly_manual_axes"]
+            )
+            exact &= _collect_matmuls(eqn.params["jaxpr"], loops, times * devices, ops)
         elif prim == "cond":  # the costliest branch
             branches: list[tuple[list[MatmulOp], bool]] = []
             for branch in eqn.params["branches"]:

@@ -242,6 +242,16 @@ _SCRIPT = textwrap.dedent(
         "not_donated": real.output_size_in_bytes - real.alias_size_in_bytes,
     }
 
+    # (3) a shard_map body's products count once per device: global FLOPs, as outside.
+    import jax.numpy as jnp
+    from jax.sharding import Mesh, PartitionSpec as P
+    w, x = jnp.ones((8, 8)), jnp.ones((64, 8))
+    rows = jax.shard_map(lambda x: jax.lax.psum(x @ w, "data"),
+                         mesh=Mesh(np.array(jax.devices()), ("data",)),
+                         in_specs=P("data"), out_specs=P())
+    report["shard_map_flops"] = [plan_lib.matmul_cost(jax.make_jaxpr(rows)(x)).flops,
+                                 plan_lib.matmul_cost(jax.make_jaxpr(lambda x: x @ w)(x)).flops]
+
     # (4) the CLI: exit codes, the table, suggestions that were compiled.
     def run_cli(*argv):
         out, err = io.StringIO(), io.StringIO()
@@ -321,6 +331,12 @@ def test_planned_memory_matches_a_real_run(eight_devices) -> None:
     assert abs(planned["total"] - used) <= 0.10 * used, (planned, actual)
     # The plan's temporaries are those of the real executable (the same program).
     assert abs(planned["raw"]["temp_size_in_bytes"] - actual["temp"]) <= 0.10 * actual["temp"]
+
+
+def test_shard_map_products_count_once_per_device(eight_devices) -> None:
+    """8 devices x 8 rows each inside `shard_map` are the FLOPs of 64 rows outside it."""
+    inside, outside = eight_devices["shard_map_flops"]
+    assert inside == outside == 2 * 64 * 8 * 8
 
 
 def test_doubling_fsdp_halves_parameters_and_optimizer_state(eight_devices) -> None:
