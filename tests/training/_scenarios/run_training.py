@@ -40,7 +40,14 @@ import sys
 import time
 
 # Metrics that measure time, which differs between runs by nature.
-TIMING_METRICS = ("steps_per_second", "seconds", "tokens_per_second")
+TIMING_METRICS = (
+    "steps_per_second",
+    "seconds",
+    "tokens_per_second",
+    "sample_seconds",
+    "learn_seconds",
+    "sample_tokens_per_second",
+)
 
 
 def main() -> None:
