@@ -672,6 +672,13 @@ class TokenMean(NamedTuple):
         count = jnp.asarray(count, jnp.float32)
         return cls(mean * count, count)
 
+    @classmethod
+    def over(cls, values: jax.Array, mask: jax.Array) -> TokenMean:
+        """The mean of `values` over the tokens where `mask` is set (as
+        `masked_token_mean`), kept as their sum and number."""
+        total = jnp.sum(jnp.where(mask, values, 0.0))
+        return cls(total, jnp.sum(mask.astype(jnp.float32)))
+
 
 def finish_metrics(stats: dict[str, Any]) -> dict[str, jax.Array]:
     """`stats` summed over a batch's pieces -> metrics: a `TokenMean`'s total divided

@@ -36,6 +36,7 @@ import numpy as np
 import pytest
 
 from ._scenarios.harness import (
+    TINY_LM,
     free_port,
     load_params,
     metrics_max_diff,
@@ -60,20 +61,7 @@ BASE = {
 }
 NUM_UPDATES = 16
 # 8 updates of 8 examples; the held-out evaluation on 16 prompts.
-SFT = {
-    "algorithm": "sft",
-    "task": "addition",
-    "digits": 2,
-    "num_layers": 1,
-    "hidden_size": 32,
-    "num_heads": 2,
-    "num_kv_heads": 1,
-    "mlp_size": 64,
-    "batch_size": 8,
-    "total_steps": 64,
-    "num_eval": 16,
-    "progress": False,
-}
+SFT = {**TINY_LM, "algorithm": "sft", "batch_size": 8, "total_steps": 64, "num_eval": 16}
 SFT_UPDATES = 8
 CHECKPOINT_EVERY = 1024  # env steps per agent = 4 updates
 RESUME_FROM = 8

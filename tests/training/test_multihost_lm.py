@@ -17,6 +17,7 @@ from __future__ import annotations
 import pytest
 
 from ._scenarios.harness import (
+    TINY_LM,
     free_port,
     load_params,
     metrics_max_diff,
@@ -32,17 +33,7 @@ pytestmark = pytest.mark.slow
 LOCAL_DEVICES = 2
 NUM_PROCESSES = 2
 GLOBAL_DEVICES = LOCAL_DEVICES * NUM_PROCESSES
-TINY = {
-    "task": "addition",
-    "digits": 2,
-    "num_layers": 1,
-    "hidden_size": 32,
-    "num_heads": 2,
-    "num_kv_heads": 1,
-    "mlp_size": 64,
-    "num_eval": 8,
-    "progress": False,
-}
+TINY = {**TINY_LM, "num_eval": 8}
 RUNS = {
     # 4 updates of 4 prompts x 4 completions, 2 micro-batches per device.
     "grpo": {

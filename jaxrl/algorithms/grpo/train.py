@@ -60,7 +60,6 @@ from jaxrl.algorithms.lm_common import (
     encode_example,
     split_rows,
 )
-from jaxrl.algorithms.sft.losses import masked_token_mean
 from jaxrl.config import ConfigError
 from jaxrl.lm import decode_completions, generate, token_logprobs
 from jaxrl.rewards import blocks as reward_blocks
@@ -493,13 +492,11 @@ class GRPO(LMAlgorithm):
             eps_high=hp.eps_high,
             dual_clip_c=c.dual_clip_c,
         )
-        loss_tokens, completion_tokens = jnp.sum(batch["loss_mask"]), jnp.sum(cmask)
+        loss_tokens = jnp.sum(batch["loss_mask"])
         stats.update({k: TokenMean.of(v, loss_tokens) for k, v in diagnostics.items()})
         if self.uses_reference:
             kl = losses.kl_estimate(logp, batch["ref_logp"], c.kl, old_logp)
-            stats["kl"] = TokenMean.of(
-                masked_token_mean(jax.lax.stop_gradient(kl), cmask), completion_tokens
-            )
+            stats["kl"] = TokenMean.over(jax.lax.stop_gradient(kl), cmask)
             if not c.kl_in_reward:
                 per_token = per_token + hp.kl_coef * kl
         if c.ent_coef > 0:
@@ -507,9 +504,7 @@ class GRPO(LMAlgorithm):
         loss = losses.aggregate_loss(
             per_token, batch["loss_mask"], c.loss_agg, normaliser, max_len=self.max_new_tokens
         )
-        stats["entropy"] = TokenMean.of(
-            masked_token_mean(jax.lax.stop_gradient(entropy), cmask), completion_tokens
-        )
+        stats["entropy"] = TokenMean.over(jax.lax.stop_gradient(entropy), cmask)
         stats["loss"] = loss
         return loss, stats
 

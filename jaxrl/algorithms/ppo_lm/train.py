@@ -215,9 +215,7 @@ class PPOLM(GRPO):
             loss=loss,
             policy_loss=policy_loss,
             value_loss=value_loss,
-            value_clip_fraction=TokenMean.of(
-                masked_token_mean(clipped.astype(jnp.float32), cmask), jnp.sum(cmask)
-            ),
+            value_clip_fraction=TokenMean.over(clipped.astype(jnp.float32), cmask),
         )
         return loss, stats
 

@@ -203,9 +203,7 @@ class SFT(LMAlgorithm):
                 losses.greedy_exact_match(logprobs, top, loss_mask), num_rows
             ),
             "answer_prob": TokenMean.of(losses.answer_probability(logprobs, loss_mask), num_rows),
-            "entropy": TokenMean.of(
-                losses.masked_token_mean(jax.lax.stop_gradient(entropy), loss_mask), slice_tokens
-            ),
+            "entropy": TokenMean.over(jax.lax.stop_gradient(entropy), loss_mask),
         }
 
     def early_stop(self, state: SFTState) -> tuple[SFTState, bool]:

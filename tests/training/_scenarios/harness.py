@@ -24,6 +24,18 @@ SCRIPT = pathlib.Path(__file__).with_name("run_training.py")
 # Generous: one scenario compiles 2-3 PPO programs, which takes minutes on a
 # loaded 2-core machine. Override with JAXRL_TEST_SUBPROCESS_TIMEOUT (seconds).
 TIMEOUT = float(os.environ.get("JAXRL_TEST_SUBPROCESS_TIMEOUT", "900"))
+# A tiny Llama on 2-digit addition (jaxrl.train keyword arguments): the language-model
+# runs of the multi-device and multi-host scenarios, with the algorithm's own fields.
+TINY_LM = {
+    "task": "addition",
+    "digits": 2,
+    "num_layers": 1,
+    "hidden_size": 32,
+    "num_heads": 2,
+    "num_kv_heads": 1,
+    "mlp_size": 64,
+    "progress": False,
+}
 _DISTRIBUTED_VARS = (
     "JAXRL_COORDINATOR",
     "JAXRL_NUM_PROCESSES",
