@@ -513,8 +513,12 @@ def _replace_model(algo: Any, hf: Mapping[str, Any]) -> None:
 # per-layer growth extrapolated (see `plan_algorithm`).
 MAX_EXACT_LAYERS = 4
 PROBE_LAYERS = (1, 2)
-# Steps compiled at once (XLA compiles outside the GIL; each compile is one thread).
-COMPILE_THREADS = 2
+# Steps compiled at once. One: the main thread traces and lowers the next step while
+# the pool compiles the previous one (XLA compiles outside the GIL). Two compiles at
+# once gained little and cost a gigabyte: the 8B-shaped GRPO plan on v5e:4x4 (slow
+# test in tests/test_plan.py) took 69 s and 3.8 GB of peak RSS with two, 74 s and
+# 2.8 GB with one (quiet 2-core machine, 2026-11-27; CI's machine reached 4.1 GB).
+COMPILE_THREADS = 1
 
 
 def plan_algorithm(
@@ -677,8 +681,8 @@ class _Steps:
     """Compiles and measures steps that take the state (donated) and inputs, as the
     driver's steppers jit them: `(state, ...) -> (state, replicated outputs)`.
 
-    Tracing runs here; compiling runs on `pool` (XLA compiles outside the GIL, so two
-    steps, or two probes, compile at once on two cores); `plans` holds futures."""
+    Tracing runs here; compiling runs on `pool` (XLA compiles outside the GIL, so the
+    next step traces while the previous one compiles); `plans` holds futures."""
 
     def __init__(self, algo, state, shardings, mesh, num_agents, compile_steps, pool):
         self.algo, self.state, self.shardings, self.mesh = algo, state, shardings, mesh

@@ -456,7 +456,8 @@ def test_tpu_plan_of_an_8b_grpo_step_is_fast_and_allocates_nothing() -> None:
     on a shared machine its wall time depends on the other jobs (measured at load ~10:
     413 s of CPU, 14.7 min of wall time, 2.6 GB peak RSS; quiet, load 1.0: 141 s of CPU,
     89 s of wall time, 2.27 GB). The wall time is also checked when the machine is quiet
-    (load average under 2 when the test starts).
+    (load average under 2 when the test starts). Compiling two steps at once raised the
+    peak to 3.8 GB here and 4.1 GB on CI's machine (2026-11-27); one at a time: 2.8 GB.
     """
     quiet = os.getloadavg()[0] < 2
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
