@@ -19,9 +19,16 @@ JSON line with:
   replay, then the learning phase) timed the same way; `env_steps_per_second` =
   `num_envs * train_every / median seconds` (`"update": false` skips it).
 * `train_step_in_loop`: the same gradient step the way training runs it, `loop_length`
-  (default 2; 0 skips it) steps inside one `lax.scan` (the driver scans over updates and
-  the learning phase over gradient steps), timed once after compiling, per step. On
-  XLA's CPU backend a plain convolution's gradient is 10-80x slower inside a loop.
+  steps inside one `lax.scan` (the driver scans over updates and the learning phase
+  over gradient steps), timed once after compiling, per step. Default 8 for the
+  matched workload (the driver's chunks are longer: about 1/50 of a run's updates, 62
+  for 100k environment steps at this train ratio), 2 otherwise; 0 skips it. On XLA's
+  CPU backend a plain convolution's gradient is 10-80x slower inside a loop.
+* `minor_faults_per_step` (alone and in the loop): the process's minor page faults per
+  gradient step. XLA's CPU runtime allocates a program's temporaries at every call
+  and glibc returns such large blocks to the kernel when they are freed, so each call
+  touches fresh pages: at the matched shapes ~720k faults (2.9 GB of temporaries) per
+  call alone, which a scan pays once for all its steps.
 * `train_step_flops`: XLA's cost analysis of the compiled gradient step, which
   counts a loop body once, scaled by the ratio of the loop-weighted to the
   once-counted matmul and convolution FLOPs of its jaxpr (`jaxrl.plan.matmul_cost`,
@@ -179,6 +186,13 @@ def build(args: dict[str, Any]):
     return dreamer.make(cfg.replace(dreamer.DreamerConfig(), **fields))
 
 
+def _minor_faults() -> int:
+    """Minor page faults of this process so far (first touches of fresh pages)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def _xla_flops(compiled) -> float | None:
     analysis = compiled.cost_analysis()
     if isinstance(analysis, list):
@@ -233,7 +247,9 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
             "temp_bytes": temp_bytes,
             "compile_seconds": compile_seconds,
         }
+    faults = _minor_faults()
     step_times = time_calls(lambda: jax.block_until_ready(step(state, key)), iters)
+    faults_alone = (_minor_faults() - faults) / (iters + 1)  # time_calls warms up once
 
     jaxpr = jax.make_jaxpr(algo._train_step)(state, key)
     looped, once = matmul_cost(jaxpr, loops=True), matmul_cost(jaxpr, loops=False)
@@ -241,15 +257,9 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
     scale = looped.flops / once.flops if once.flops else 1.0
     flops = None if xla is None else xla * scale
 
-    floor = None
-    if args.get("floor", args.get("workload") == "matched"):
-        # every product of the step timed alone x its trip count (benchmarks/matmul_floor.py)
-        from matmul_floor import matmul_floor
-
-        floor = matmul_floor(jaxpr)
-
-    loop_length = int(args.get("loop_length", 2))
-    in_loop_seconds = None
+    default_loop = 8 if args.get("workload") == "matched" else 2
+    loop_length = int(args.get("loop_length", default_loop))
+    in_loop_seconds = faults_in_loop = None
     if loop_length > 0:
         keys = jax.random.split(key, loop_length)
         t0 = time.perf_counter()
@@ -259,7 +269,9 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
             .compile()
         )
         compile_seconds["train_step_in_loop"] = time.perf_counter() - t0
+        faults = _minor_faults()
         loop_times = time_calls(lambda: jax.block_until_ready(looped_step(state, keys)), 1)
+        faults_in_loop = (_minor_faults() - faults) / (2 * loop_length)
         in_loop_seconds = loop_times["wall"] / loop_length
 
     update_times = {"wall": None, "wall_min": None}
@@ -268,6 +280,15 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
         update = jax.jit(algo.update).lower(state).compile()
         compile_seconds["update"] = time.perf_counter() - t0
         update_times = time_calls(lambda: jax.block_until_ready(update(state)), iters)
+
+    floor = None
+    if args.get("floor", args.get("workload") == "matched"):
+        # Every product of the step timed alone x its trip count (benchmarks/matmul_floor.py).
+        # Last: after compiling and running its ~100 small programs, the step in its scan
+        # ran 19% slower in the same process (1.87 against 1.57 s, quiet, 2026-11-27).
+        from matmul_floor import matmul_floor
+
+        floor = matmul_floor(jaxpr)
 
     params = state.params
     count = lambda tree: int(sum(math.prod(x.shape) for x in jax.tree.leaves(tree)))  # noqa: E731
@@ -293,6 +314,7 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
         "train_step_cpu_seconds": step_times["cpu"],
         "updates_per_second": 1.0 / step_times["wall"],
         "train_step_in_loop_seconds": in_loop_seconds,
+        "minor_faults_per_step": {"alone": faults_alone, "in_loop": faults_in_loop},
         "train_step_matmul_floor": floor,
         "loop_length": loop_length,
         "update_seconds": update_times["wall"],
