@@ -34,6 +34,9 @@ JSON line with:
   once-counted matmul and convolution FLOPs of its jaxpr (`jaxrl.plan.matmul_cost`,
   as `jaxrl plan` and benchmarks/workers/jaxrl_grpo.py do); `gflop_per_s` divides it
   by the median step time.
+* with `"train_updates": N`, instead of the above: N updates after learning starts
+  trained by jaxrl's driver (`driver.train`, chunks of 8 updates), seconds per update
+  of each chunk with acting and environment steps, as a user's run does them.
 * `train_step_matmul_floor` (the matched workload, or `"floor": true`): every matrix
   product of the gradient step timed alone on this machine, times its trip count
   (`benchmarks/matmul_floor.py`): what the step cannot go below with XLA's kernels for
@@ -208,8 +211,51 @@ def _temp_bytes(compiled) -> int | None:
         return None
 
 
+def train_with_driver(args: dict[str, Any]) -> dict[str, Any]:
+    """`train_updates` updates after learning starts, run by jaxrl's driver
+    (`driver.train`, chunks of 8 updates): seconds per update of each chunk, acting
+    and environment steps included. What a user's run does, end to end."""
+    from jaxrl import config as cfg
+    from jaxrl.algorithms import dreamer
+    from jaxrl.training import driver
+
+    probe = build(args)  # the workload's config, for its learning_starts
+    c = probe.config
+    steps = c.learning_starts + probe.steps_per_update * int(args["train_updates"])
+    algo = dreamer.make(cfg.replace(c, total_steps=steps), probe.env, probe.env_params)
+    run = driver.RunConfig(
+        log_every=algo.steps_per_update * 8, progress=False, checkpoint_minutes=None
+    )
+    result = driver.train(algo, run)
+    rows = [
+        {
+            "update": row["update"],
+            "seconds_per_update": algo.steps_per_update / row["steps_per_second"],
+        }
+        for row in result.metrics
+    ]
+    learning = [
+        r["seconds_per_update"]
+        for r in rows
+        if r["update"] * algo.steps_per_update >= c.learning_starts + 8 * algo.steps_per_update
+    ]
+    return {
+        "library": "jaxrl",
+        "workload": args.get("workload", "length"),
+        "mode": "driver",
+        "steps_per_update": algo.steps_per_update,
+        "chunks": rows,
+        "seconds_per_update_after_learning_starts": learning,
+        "summary": {k: v for k, v in result.summary.items() if "seconds" in k},
+        "load_average_at_end": os.getloadavg()[0],
+    }
+
+
 def main(args: dict[str, Any]) -> dict[str, Any]:
     import jax
+
+    if args.get("train_updates"):
+        return train_with_driver(args)
 
     from jaxrl.plan import matmul_cost
 
