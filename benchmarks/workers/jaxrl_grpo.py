@@ -98,6 +98,15 @@ def grpo_config(
     )
 
 
+def _minor_faults() -> int:
+    """Minor page faults of this process so far. XLA's CPU runtime allocates a
+    program's temporaries at every call, and glibc returns large blocks to the kernel
+    when they are freed, so each call of a jitted phase touches fresh pages."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def _xla_flops(compiled) -> float | None:
     """`flops` of XLA's cost analysis of a compiled program (None if unavailable)."""
     analysis = compiled.cost_analysis()
@@ -225,19 +234,22 @@ def main(args: dict) -> dict:
     jax.tree.map(np.asarray, metrics)
 
     phases = {"sampling": [], "rewards": [], "learning": []}
+    faults = {"sampling": [], "learning": []}  # minor page faults: fresh pages touched
     step_seconds, tokens = [], []
     for i in range(warmup - 1 + steps):  # the compile pass above was warm-up step 1
-        t0 = time.perf_counter()
+        t0, f0 = time.perf_counter(), _minor_faults()
         inputs, host = algo.prepare(host)
         state, collected = stepper._collect(state, (inputs,))  # results on the host
-        t1 = time.perf_counter()
+        t1, f1 = time.perf_counter(), _minor_faults()
         batch, host, _ = algo.process(collected, host)
-        t2 = time.perf_counter()
+        t2, f2 = time.perf_counter(), _minor_faults()
         state, metrics = learn(state, jax.device_put(batch, stepper.batch_shardings))
         metrics = jax.tree.map(np.asarray, metrics)  # host sync
-        t3 = time.perf_counter()
+        t3, f3 = time.perf_counter(), _minor_faults()
         if i < warmup - 1:
             continue
+        faults["sampling"].append(f1 - f0)
+        faults["learning"].append(f3 - f2)
         step_seconds.append(t3 - t0)
         phases["sampling"].append(t1 - t0)
         phases["rewards"].append(t2 - t1)
@@ -286,6 +298,7 @@ def main(args: dict) -> dict:
         "steps": steps,
         "step_seconds": step_seconds,
         "phases": phases,
+        "minor_faults": faults,
         "completion_tokens": tokens,
         "padded_completion_len": [algo.max_new_tokens] * steps,
         "prompt_len": algo.prompt_len,
