@@ -19,6 +19,14 @@ alone with random operands and timed two ways, keeping the faster:
   `repeats`, divided by `batch`: the per-call dispatch (~10-20 us here) would otherwise
   count as matmul time for the decode loop's tiny products.
 
+`method="loop"` times every product instead inside one `fori_loop` of `iterations`
+executions, its operands passed through `lax.optimization_barrier` at each iteration
+(so XLA can neither hoist the product out of the loop nor drop it) and its result
+carried out: the per-call dispatch is amortised for products of any size, as inside a
+training scan. For steps made of microsecond products (SAC's, below 100 us each) the
+scan of copies above costs more than the product itself (its stacked operands are
+sliced and its results written into a stack), so this is the tighter floor there.
+
 What the floor leaves out (so the real step is slower): every other kernel
 (elementwise, reductions, transposes, copies), and the memory traffic between them.
 What could make the real step faster than the floor: XLA fusing an elementwise producer
@@ -84,6 +92,27 @@ def time_product(op: MatmulOp, repeats: int = 5, batch: int = 32) -> float:
     return seconds
 
 
+def time_product_in_loop(op: MatmulOp, repeats: int = 5, iterations: int = 1000) -> float:
+    """Seconds per execution of `op`'s product inside a `fori_loop` of `iterations`
+    (best of `repeats`; `method="loop"` in the module docstring)."""
+    eqn = op.eqn
+    lhs_aval, rhs_aval = (v.aval for v in eqn.invars[:2])
+    k_lhs, k_rhs = jax.random.split(jax.random.key(0))
+    lhs, rhs = _operand(lhs_aval, k_lhs), _operand(rhs_aval, k_rhs)
+    out = eqn.outvars[0].aval
+
+    def body(_: jax.Array, carry: tuple) -> tuple:
+        a, b, _ = carry
+        a, b = jax.lax.optimization_barrier((a, b))
+        return a, b, eqn.primitive.bind(a, b, **eqn.params)
+
+    def loop(a: jax.Array, b: jax.Array) -> jax.Array:
+        return jax.lax.fori_loop(0, iterations, body, (a, b, jnp.zeros(out.shape, out.dtype)))[2]
+
+    compiled = jax.jit(loop).lower(lhs, rhs).compile()
+    return _best(compiled, (lhs, rhs), repeats) / iterations
+
+
 def _describe(op: MatmulOp) -> str:
     lhs, rhs = (v.aval for v in op.eqn.invars[:2])
     out = op.eqn.outvars[0].aval
@@ -96,16 +125,23 @@ def _describe(op: MatmulOp) -> str:
     return f"{list(lhs.shape)} x {list(rhs.shape)} -> {list(out.shape)} ({how})"
 
 
-def matmul_floor(jaxpr: Any, repeats: int = 5, top: int = 12) -> dict[str, Any]:
+def matmul_floor(
+    jaxpr: Any, repeats: int = 5, top: int = 12, method: str = "call"
+) -> dict[str, Any]:
     """The matmul floor of a step from its jaxpr (`jax.make_jaxpr(step)(*args)`): total
-    seconds, FLOPs, and the `top` products by their share of the floor."""
+    seconds, FLOPs, and the `top` products by their share of the floor. `method`:
+    "call" (each product called alone, or in a scan of copies when small) or "loop"
+    (each product in a loop; see the module docstring)."""
+    timers = {"call": time_product, "loop": time_product_in_loop}
+    if method not in timers:
+        raise ValueError(f"method must be one of {sorted(timers)}, got {method!r}")
     ops, exact = matmul_ops(jaxpr, loops=True)
     groups: dict[tuple, list[MatmulOp]] = {}
     for op in ops:
         groups.setdefault(op.key, []).append(op)
     rows = []
     for members in groups.values():
-        seconds = time_product(members[0], repeats)
+        seconds = timers[method](members[0], repeats)
         times = sum(m.times for m in members)
         rows.append(
             {
@@ -126,6 +162,7 @@ def matmul_floor(jaxpr: Any, repeats: int = 5, top: int = 12) -> dict[str, Any]:
         "distinct_products": len(rows),
         "products": len(ops),
         "trip_counts_exact": exact,
+        "method": method,
         "top": rows[:top],
     }
 

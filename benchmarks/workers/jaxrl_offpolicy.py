@@ -180,6 +180,11 @@ def profile(args: dict[str, Any]) -> dict[str, Any]:
     * `replay_sample`: drawing `batch_size` slots and gathering the n-step batch;
     * `learn`: one gradient step (`learn_step`: losses, Adam, target update);
     * `update`: the whole fused update, as the driver runs it.
+
+    With `"floor": true` (one seed), also the update's matmul floor: every matrix
+    product of one update timed in a loop of its own, times its count
+    (`benchmarks/matmul_floor.py`, `method="loop"`): what the update cannot go below
+    with XLA's kernels for these shapes.
     """
     import jax
     import jax.numpy as jnp
@@ -273,9 +278,16 @@ def profile(args: dict[str, Any]) -> dict[str, Any]:
         compiled = jax.jit(fn if single else jax.vmap(fn)).lower(arg).compile()
         t = time_calls(lambda: jax.block_until_ready(compiled(arg)), iters)  # noqa: B023
         out[name] = {k: 1e6 * v / inner for k, v in t.items()}
+    floor = None
+    if args.get("floor") and single:
+        from matmul_floor import matmul_floor  # benchmarks/ is on the path (above)
+
+        floor = matmul_floor(jax.make_jaxpr(algo.update)(arg), top=40, method="loop")
+        floor["us"] = 1e6 * floor.pop("seconds")
     return {
         "task": task,
         "library": "jaxrl-matched" if variant == "matched" else "jaxrl",
+        "matmul_floor": floor,
         "seeds": seeds,
         "inner": inner,
         "steps_per_update": algo.steps_per_update,
