@@ -192,6 +192,14 @@ def test_matmul_floor_times_every_product() -> None:
     assert floor["seconds"] == pytest.approx(6 * row["ms_each"] / 1e3)
     assert "matmul floor" in module.format_floor("step", floor, 1.0)
 
+    # Each product in a loop of its own: the same products and counts, a positive time.
+    looped = module.matmul_floor(jax.make_jaxpr(step)(w), repeats=2, method="loop")
+    assert looped["method"] == "loop" and looped["products"] == 2
+    (row,) = looped["top"]
+    assert row["times"] == 6 and row["ms_each"] > 0
+    with pytest.raises(ValueError, match=r"method must be one of \['call', 'loop'\]"):
+        module.matmul_floor(jax.make_jaxpr(step)(w), method="scan")
+
 
 # ---------------------------------------------------------------------------- 8 CPU devices
 _SCRIPT = textwrap.dedent(
