@@ -15,7 +15,8 @@ module holds those pieces once:
 * `median`, `summarise`, `fmt`, `print_table`, `cell`: from runs to a table;
 * `warn_if_loaded`, `run_metadata`, `write_results`: the results file's header,
   the load-average warning and the final write;
-* `time_calls`: medians of repeated calls, for the workers' per-phase profiles.
+* `time_calls`: medians of repeated calls, for the workers' per-phase profiles;
+* `minor_faults`: the process's page faults so far, to count a step's fresh pages.
 
 Nothing here imports jax or jaxrl (standard library only), so workers in the
 peers' venvs can import it too (`time_calls`).
@@ -26,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -289,6 +291,15 @@ def write_results(out: Path, result: dict[str, Any]) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {out}")
+
+
+def minor_faults() -> int:
+    """Minor page faults of this process so far (first touches of fresh pages).
+
+    XLA's CPU runtime allocates a program's temporaries at every call, and glibc returns
+    blocks that large to the kernel when they are freed, so each call of a jitted step
+    touches fresh pages: the difference around calls counts them."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def time_calls(call: Callable[[], object], iters: int) -> dict[str, float]:

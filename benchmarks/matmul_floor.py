@@ -42,7 +42,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from jaxrl.plan import MatmulOp, matmul_ops
 
@@ -67,25 +66,29 @@ def _best(fn: Any, args: Sequence[Any], repeats: int) -> float:
     return best
 
 
+def _operands(op: MatmulOp, lead: Sequence[int] = ()) -> tuple[jax.Array, jax.Array]:
+    """Random operands of `op`'s product (the left one with extra leading axes `lead`)."""
+    lhs_aval, rhs_aval = (v.aval for v in op.eqn.invars[:2])
+    k_lhs, k_rhs = jax.random.split(jax.random.key(0))
+    return _operand(lhs_aval, k_lhs, lead), _operand(rhs_aval, k_rhs)
+
+
+def _product(op: MatmulOp, a: jax.Array, b: jax.Array) -> jax.Array:
+    """`op`'s primitive, with its parameters, on `a` and `b`."""
+    return op.eqn.primitive.bind(a, b, **op.eqn.params)
+
+
 def time_product(op: MatmulOp, repeats: int = 5, batch: int = 32) -> float:
     """Seconds per execution of `op`'s product alone (the faster of one call and, for
     a small left operand, a scan of `batch` calls; see the module docstring)."""
-    eqn = op.eqn
-    lhs_aval, rhs_aval = (v.aval for v in eqn.invars[:2])
-    k_lhs, k_rhs = jax.random.split(jax.random.key(0))
-    lhs, rhs = _operand(lhs_aval, k_lhs), _operand(rhs_aval, k_rhs)
-
-    def product(a: jax.Array, b: jax.Array) -> jax.Array:
-        return eqn.primitive.bind(a, b, **eqn.params)
-
-    one = jax.jit(product).lower(lhs, rhs).compile()
+    lhs, rhs = _operands(op)
+    one = jax.jit(lambda a, b: _product(op, a, b)).lower(lhs, rhs).compile()
     seconds = _best(one, (lhs, rhs), repeats)
-    lhs_bytes = int(np.prod(lhs_aval.shape)) * np.dtype(lhs_aval.dtype).itemsize
-    if lhs_bytes <= _SMALL_BYTES and batch > 1:
-        lhs_stack = _operand(lhs_aval, k_lhs, (batch,))
+    if lhs.nbytes <= _SMALL_BYTES and batch > 1:
+        lhs_stack, _ = _operands(op, (batch,))
 
         def many(stack: jax.Array, b: jax.Array) -> jax.Array:
-            return jax.lax.scan(lambda c, a: (c, product(a, b)), None, stack)[1]
+            return jax.lax.scan(lambda c, a: (c, _product(op, a, b)), None, stack)[1]
 
         looped = jax.jit(many).lower(lhs_stack, rhs).compile()
         seconds = min(seconds, _best(looped, (lhs_stack, rhs), repeats) / batch)
@@ -95,16 +98,13 @@ def time_product(op: MatmulOp, repeats: int = 5, batch: int = 32) -> float:
 def time_product_in_loop(op: MatmulOp, repeats: int = 5, iterations: int = 1000) -> float:
     """Seconds per execution of `op`'s product inside a `fori_loop` of `iterations`
     (best of `repeats`; `method="loop"` in the module docstring)."""
-    eqn = op.eqn
-    lhs_aval, rhs_aval = (v.aval for v in eqn.invars[:2])
-    k_lhs, k_rhs = jax.random.split(jax.random.key(0))
-    lhs, rhs = _operand(lhs_aval, k_lhs), _operand(rhs_aval, k_rhs)
-    out = eqn.outvars[0].aval
+    lhs, rhs = _operands(op)
+    out = op.eqn.outvars[0].aval
 
     def body(_: jax.Array, carry: tuple) -> tuple:
         a, b, _ = carry
         a, b = jax.lax.optimization_barrier((a, b))
-        return a, b, eqn.primitive.bind(a, b, **eqn.params)
+        return a, b, _product(op, a, b)
 
     def loop(a: jax.Array, b: jax.Array) -> jax.Array:
         return jax.lax.fori_loop(0, iterations, body, (a, b, jnp.zeros(out.shape, out.dtype)))[2]

@@ -42,7 +42,7 @@ import types
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _harness
-from _harness import time_calls  # noqa: E402
+from _harness import minor_faults, time_calls  # noqa: E402
 
 BATCH_SIZE, BATCH_LENGTH = 16, 64
 IMAGE = (64, 64, 3)
@@ -254,12 +254,9 @@ def main(args: dict) -> dict:
         carry[0], _, _ = agent.train(carry[0], batch)
         jax.block_until_ready(agent.params)
 
-    import resource
-
-    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    faults = minor_faults()
     times = time_calls(train_once, iters)
-    # minor page faults per call (time_calls warms up once): fresh temporaries' pages
-    faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / (iters + 1)
+    faults = (minor_faults() - faults) / (iters + 1)  # per call; time_calls warms up once
 
     compiled = agent._train
     cost = compiled.cost_analysis()

@@ -35,8 +35,9 @@ JSON line with:
   as `jaxrl plan` and benchmarks/workers/jaxrl_grpo.py do); `gflop_per_s` divides it
   by the median step time.
 * with `"train_updates": N`, instead of the above: N updates after learning starts
-  trained by jaxrl's driver (`driver.train`, chunks of 8 updates), seconds per update
-  of each chunk with acting and environment steps, as a user's run does them.
+  trained by jaxrl's driver (`driver.train`, chunks of `DRIVER_CHUNK` = 8 updates),
+  seconds per update of each chunk with acting and environment steps, as a user's run
+  does them.
 * `train_step_matmul_floor` (the matched workload, or `"floor": true`): every matrix
   product of the gradient step timed alone on this machine, times its trip count
   (`benchmarks/matmul_floor.py`): what the step cannot go below with XLA's kernels for
@@ -71,9 +72,11 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _harness
-from _harness import time_calls  # noqa: E402
+from _harness import minor_faults, time_calls  # noqa: E402
 
 NUM_ENVS = 4
+# Updates per chunk of the driver runs (`train_updates`).
+DRIVER_CHUNK = 8
 TRAIN_RATIO = 32
 
 
@@ -189,13 +192,6 @@ def build(args: dict[str, Any]):
     return dreamer.make(cfg.replace(dreamer.DreamerConfig(), **fields))
 
 
-def _minor_faults() -> int:
-    """Minor page faults of this process so far (first touches of fresh pages)."""
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-
-
 def _xla_flops(compiled) -> float | None:
     analysis = compiled.cost_analysis()
     if isinstance(analysis, list):
@@ -213,37 +209,35 @@ def _temp_bytes(compiled) -> int | None:
 
 def train_with_driver(args: dict[str, Any]) -> dict[str, Any]:
     """`train_updates` updates after learning starts, run by jaxrl's driver
-    (`driver.train`, chunks of 8 updates): seconds per update of each chunk, acting
-    and environment steps included. What a user's run does, end to end."""
+    (`driver.train`, chunks of `DRIVER_CHUNK` updates): seconds per update of each
+    chunk, acting and environment steps included. What a user's run does, end to end."""
     from jaxrl import config as cfg
     from jaxrl.algorithms import dreamer
     from jaxrl.training import driver
 
     probe = build(args)  # the workload's config, for its learning_starts
-    c = probe.config
-    steps = c.learning_starts + probe.steps_per_update * int(args["train_updates"])
+    c, per_update = probe.config, probe.steps_per_update
+    steps = c.learning_starts + per_update * int(args["train_updates"])
     algo = dreamer.make(cfg.replace(c, total_steps=steps), probe.env, probe.env_params)
     run = driver.RunConfig(
-        log_every=algo.steps_per_update * 8, progress=False, checkpoint_minutes=None
+        log_every=per_update * DRIVER_CHUNK, progress=False, checkpoint_minutes=None
     )
     result = driver.train(algo, run)
     rows = [
-        {
-            "update": row["update"],
-            "seconds_per_update": algo.steps_per_update / row["steps_per_second"],
-        }
+        {"update": row["update"], "seconds_per_update": per_update / row["steps_per_second"]}
         for row in result.metrics
     ]
+    # chunks whose every update learns (learning starts after learning_starts steps)
     learning = [
         r["seconds_per_update"]
         for r in rows
-        if r["update"] * algo.steps_per_update >= c.learning_starts + 8 * algo.steps_per_update
+        if (r["update"] - DRIVER_CHUNK) * per_update >= c.learning_starts
     ]
     return {
         "library": "jaxrl",
         "workload": args.get("workload", "length"),
         "mode": "driver",
-        "steps_per_update": algo.steps_per_update,
+        "steps_per_update": per_update,
         "chunks": rows,
         "seconds_per_update_after_learning_starts": learning,
         "summary": {k: v for k, v in result.summary.items() if "seconds" in k},
@@ -293,9 +287,9 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
             "temp_bytes": temp_bytes,
             "compile_seconds": compile_seconds,
         }
-    faults = _minor_faults()
+    faults = minor_faults()
     step_times = time_calls(lambda: jax.block_until_ready(step(state, key)), iters)
-    faults_alone = (_minor_faults() - faults) / (iters + 1)  # time_calls warms up once
+    faults_alone = (minor_faults() - faults) / (iters + 1)  # time_calls warms up once
 
     jaxpr = jax.make_jaxpr(algo._train_step)(state, key)
     looped, once = matmul_cost(jaxpr, loops=True), matmul_cost(jaxpr, loops=False)
@@ -315,9 +309,9 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
             .compile()
         )
         compile_seconds["train_step_in_loop"] = time.perf_counter() - t0
-        faults = _minor_faults()
+        faults = minor_faults()
         loop_times = time_calls(lambda: jax.block_until_ready(looped_step(state, keys)), 1)
-        faults_in_loop = (_minor_faults() - faults) / (2 * loop_length)
+        faults_in_loop = (minor_faults() - faults) / (2 * loop_length)
         in_loop_seconds = loop_times["wall"] / loop_length
 
     update_times = {"wall": None, "wall_min": None}

@@ -59,6 +59,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: matmul_floor
 
+from _harness import minor_faults  # noqa: E402
 from _layouts import layout_label  # noqa: E402
 
 
@@ -96,15 +97,6 @@ def grpo_config(
         adam_b2=0.98,
         max_grad_norm=1.0,
     )
-
-
-def _minor_faults() -> int:
-    """Minor page faults of this process so far. XLA's CPU runtime allocates a
-    program's temporaries at every call, and glibc returns large blocks to the kernel
-    when they are freed, so each call of a jitted phase touches fresh pages."""
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def _xla_flops(compiled) -> float | None:
@@ -237,15 +229,15 @@ def main(args: dict) -> dict:
     faults = {"sampling": [], "learning": []}  # minor page faults: fresh pages touched
     step_seconds, tokens = [], []
     for i in range(warmup - 1 + steps):  # the compile pass above was warm-up step 1
-        t0, f0 = time.perf_counter(), _minor_faults()
+        t0, f0 = time.perf_counter(), minor_faults()
         inputs, host = algo.prepare(host)
         state, collected = stepper._collect(state, (inputs,))  # results on the host
-        t1, f1 = time.perf_counter(), _minor_faults()
+        t1, f1 = time.perf_counter(), minor_faults()
         batch, host, _ = algo.process(collected, host)
-        t2, f2 = time.perf_counter(), _minor_faults()
+        t2, f2 = time.perf_counter(), minor_faults()
         state, metrics = learn(state, jax.device_put(batch, stepper.batch_shardings))
         metrics = jax.tree.map(np.asarray, metrics)  # host sync
-        t3, f3 = time.perf_counter(), _minor_faults()
+        t3, f3 = time.perf_counter(), minor_faults()
         if i < warmup - 1:
             continue
         faults["sampling"].append(f1 - f0)

@@ -36,13 +36,15 @@ import numpy as np
 import pytest
 
 from ._scenarios.harness import (
+    METRICS_TOL,
+    PARAMS_TOL,
     TINY_LM,
-    free_port,
     load_params,
     metrics_max_diff,
     params_max_diff,
     run_group,
     scenario_env,
+    two_process_jobs,
 )
 
 LOCAL_DEVICES = 2
@@ -65,8 +67,6 @@ SFT = {**TINY_LM, "algorithm": "sft", "batch_size": 8, "total_steps": 64, "num_e
 SFT_UPDATES = 8
 CHECKPOINT_EVERY = 1024  # env steps per agent = 4 updates
 RESUME_FROM = 8
-PARAMS_TOL = {"rtol": 1e-5, "atol": 1e-6}
-METRICS_TOL = {"rtol": 1e-4, "atol": 1e-5}
 
 
 def runs_for(run_dir: pathlib.Path, multi: bool) -> list[dict]:
@@ -93,28 +93,19 @@ def scenario(tmp_path_factory):
     multi, single = root / "multi", root / "single"
     multi.mkdir()
     single.mkdir()
-    coordinator = f"localhost:{free_port()}"
     multi_spec = {
         "out_dir": str(multi),
         "devices": GLOBAL_DEVICES,
         "runs": runs_for(multi / "run", True),
-    }
-    by_args = {"coordinator": coordinator, "num_processes": NUM_PROCESSES, "process_id": 0}
-    by_env = {
-        "JAXRL_COORDINATOR": coordinator,
-        "JAXRL_NUM_PROCESSES": str(NUM_PROCESSES),
-        "JAXRL_PROCESS_ID": "1",
     }
     single_spec = {
         "out_dir": str(single),
         "devices": GLOBAL_DEVICES,
         "runs": runs_for(single / "run", False),
     }
-    jobs = [
-        ({**multi_spec, "distributed": by_args}, scenario_env(LOCAL_DEVICES)),
-        ({**multi_spec, "distributed": "env"}, scenario_env(LOCAL_DEVICES, by_env)),
-        (single_spec, scenario_env(GLOBAL_DEVICES)),
-    ]
+    # Process 1 joins through the JAXRL_* environment variables, process 0 by arguments.
+    jobs = two_process_jobs(multi_spec, LOCAL_DEVICES, second_by_env=True)
+    jobs.append((single_spec, scenario_env(GLOBAL_DEVICES)))
     p0, p1, ref = run_group(jobs, root)
     return {"multi": multi, "single": single, "p0": p0, "p1": p1, "ref": ref}
 
@@ -264,7 +255,6 @@ def stop_scenario(tmp_path_factory):
     """
     root = tmp_path_factory.mktemp("multihost_stop")
     run_dir = root / "run"
-    coordinator = f"localhost:{free_port()}"
     stopped = {**BASE, "num_seeds": 4, "run_dir": str(run_dir), "checkpoint_minutes": None}
     runs = [
         {
@@ -277,17 +267,7 @@ def stop_scenario(tmp_path_factory):
         {"name": "resumed", "kwargs": {**stopped, "resume": True}},
     ]
     spec = {"out_dir": str(root), "devices": GLOBAL_DEVICES, "runs": runs}
-    jobs = [
-        (
-            {
-                **spec,
-                "distributed": {"coordinator": coordinator, "num_processes": 2, "process_id": i},
-            },
-            scenario_env(LOCAL_DEVICES),
-        )
-        for i in range(NUM_PROCESSES)
-    ]
-    p0, p1 = run_group(jobs, root)
+    p0, p1 = run_group(two_process_jobs(spec, LOCAL_DEVICES), root)
     return {"root": root, "run_dir": run_dir, "p0": p0, "p1": p1}
 
 

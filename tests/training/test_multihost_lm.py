@@ -17,13 +17,15 @@ from __future__ import annotations
 import pytest
 
 from ._scenarios.harness import (
+    METRICS_TOL,
+    PARAMS_TOL,
     TINY_LM,
-    free_port,
     load_params,
     metrics_max_diff,
     params_max_diff,
     run_group,
     scenario_env,
+    two_process_jobs,
 )
 
 # Compiles GRPO's sampling and learning phases and DPO's step in three processes: about a
@@ -50,8 +52,6 @@ RUNS = {
     "dpo": {**TINY, "algorithm": "dpo", "batch_size": 8, "total_steps": 32},
 }
 NUM_UPDATES = {"grpo": 4, "dpo": 4}
-PARAMS_TOL = {"rtol": 1e-5, "atol": 1e-6}
-METRICS_TOL = {"rtol": 1e-4, "atol": 1e-5}
 
 
 @pytest.fixture(scope="module")
@@ -68,15 +68,7 @@ def scenario(tmp_path_factory):
         ]
         return {"out_dir": str(out_dir), "devices": GLOBAL_DEVICES, "runs": runs}
 
-    coordinator = f"localhost:{free_port()}"
-    jobs = [
-        (
-            {**spec(multi), "distributed": {"coordinator": coordinator,
-                                            "num_processes": NUM_PROCESSES, "process_id": pid}},
-            scenario_env(LOCAL_DEVICES),
-        )
-        for pid in range(NUM_PROCESSES)
-    ]  # fmt: skip
+    jobs = two_process_jobs(spec(multi), LOCAL_DEVICES)
     jobs.append((spec(single), scenario_env(GLOBAL_DEVICES)))
     p0, p1, ref = run_group(jobs, root)
     return {"multi": multi, "single": single, "p0": p0, "p1": p1, "ref": ref}

@@ -36,6 +36,10 @@ TINY_LM = {
     "mlp_size": 64,
     "progress": False,
 }
+# 2 processes against 1: the same global program, but the cross-process collectives
+# (gloo) may sum in another order than the in-process ones.
+PARAMS_TOL = {"rtol": 1e-5, "atol": 1e-6}
+METRICS_TOL = {"rtol": 1e-4, "atol": 1e-5}
 _DISTRIBUTED_VARS = (
     "JAXRL_COORDINATOR",
     "JAXRL_NUM_PROCESSES",
@@ -65,6 +69,29 @@ def scenario_env(local_devices: int, extra: dict[str, str] | None = None) -> dic
     env.update({"JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1"})
     env.update(extra or {})
     return env
+
+
+def two_process_jobs(
+    spec: dict[str, Any], local_devices: int, *, second_by_env: bool = False
+) -> list[tuple[dict[str, Any], dict[str, str]]]:
+    """`run_group` jobs of `spec` run by 2 processes with `local_devices` emulated
+    devices each, joined in one distributed runtime at a fresh coordinator port.
+    Process 0 is told so by `spec["distributed"]` arguments; process 1 the same way,
+    or with `second_by_env` by the JAXRL_* environment variables."""
+    coordinator = f"localhost:{free_port()}"
+    jobs = []
+    for pid in range(2):
+        by_args = {"coordinator": coordinator, "num_processes": 2, "process_id": pid}
+        by_env = {
+            "JAXRL_COORDINATOR": coordinator,
+            "JAXRL_NUM_PROCESSES": "2",
+            "JAXRL_PROCESS_ID": str(pid),
+        }
+        if pid == 1 and second_by_env:
+            jobs.append(({**spec, "distributed": "env"}, scenario_env(local_devices, by_env)))
+        else:
+            jobs.append(({**spec, "distributed": by_args}, scenario_env(local_devices)))
+    return jobs
 
 
 def run_group(
