@@ -2,11 +2,12 @@
 
 Every layer draws its per-step randomness here: environments (`jaxrl.envs`: reset
 states, sticky actions, noise), action distributions (`jaxrl.nn.distributions`:
-Gumbel and Gaussian noise) and algorithms (PPO's rollout key splits). It depends on
-jax only, so all of them can import it.
+Gumbel and Gaussian noise), replay (`jaxrl.replay`: batch indices and priority
+targets) and algorithms (PPO's rollout key splits, off-policy warm-up actions). It
+depends on jax only, so all of them can import it.
 
-`split` and `fold_in` return exactly what their `jax.random` namesakes return, and
-`uniform` / `bernoulli` / `normal` / `gumbel` exactly what theirs return under
+`split`, `fold_in` and `randint` return exactly what their `jax.random` namesakes
+return, and `uniform` / `bernoulli` / `normal` / `gumbel` exactly what theirs return under
 `jax.threefry_partitionable(False)` (bit for bit, tested in `tests/test_prng.py`),
 whatever that flag's global value; with `layout="jax"`, `random_bits`, `uniform` and
 `gumbel` return what `jax.random` returns under the flag's current value instead (the
@@ -44,7 +45,16 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-__all__ = ["split", "fold_in", "uniform", "bernoulli", "random_bits", "normal", "gumbel"]
+__all__ = [
+    "split",
+    "fold_in",
+    "uniform",
+    "bernoulli",
+    "random_bits",
+    "randint",
+    "normal",
+    "gumbel",
+]
 
 # `layout` of the draws: "paired", jax's original layout (two numbers per hash);
 # "jax", whatever `jax.random` does under the current `jax_threefry_partitionable`.
@@ -186,6 +196,34 @@ def uniform(
     mantissa = lax.shift_right_logical(bits, np.uint32(32 - 23)) | np.uint32(0x3F800000)
     floats = lax.bitcast_convert_type(mantissa, jnp.float32) - np.float32(1.0)
     return lax.max(minval, floats * (maxval - minval) + minval)
+
+
+def randint(key: jax.Array, shape: tuple[int, ...], minval: Any, maxval: Any) -> jax.Array:
+    """`jax.random.randint(key, shape, minval, maxval, jnp.int32)`, bit for bit, under the
+    current `jax_threefry_partitionable` flag (jax's layout: replay buffers draw their
+    batch indices here, and what they draw does not depend on this module).
+
+    jax's construction: two 32-bit draws per number from the two halves of
+    `split(key)`, combined as `(high mod span) * (2**32 mod span) + low mod span`, all
+    mod `span = maxval - minval` (1 where `maxval <= minval`, which returns `minval`).
+    Bounds must be int32 (or Python ints in its range); anything else falls back to
+    `jax.random.randint`.
+    """
+    minval, maxval = jnp.asarray(minval), jnp.asarray(maxval)
+    if minval.dtype != jnp.int32 or maxval.dtype != jnp.int32:
+        return jax.random.randint(key, shape, minval, maxval, jnp.int32)
+    k_high, k_low = split(key)
+    high, low = random_bits(k_high, shape, "jax"), random_bits(k_low, shape, "jax")
+    if high is None:
+        return jax.random.randint(key, shape, minval, maxval, jnp.int32)
+    minval = lax.broadcast_to_rank(minval, len(shape))
+    maxval = lax.broadcast_to_rank(maxval, len(shape))
+    span = lax.convert_element_type(maxval - minval, jnp.uint32)
+    span = lax.select(maxval <= minval, lax.full_like(span, 1), span)
+    multiplier = lax.rem(np.uint32(2**16), span)
+    multiplier = lax.rem(multiplier * multiplier, span)  # 2**32 mod span
+    offset = lax.rem(lax.rem(high, span) * multiplier + lax.rem(low, span), span)
+    return minval + lax.convert_element_type(offset, jnp.int32)
 
 
 def bernoulli(key: jax.Array, p: Any = 0.5, shape: tuple[int, ...] | None = None) -> jax.Array:

@@ -1,6 +1,6 @@
 """`jaxrl.prng`'s straight-line Threefry draws equal `jax.random`'s, bit for bit.
 
-`split` and `fold_in` equal their `jax.random` namesakes; `uniform`, `bernoulli`,
+`split`, `fold_in` and `randint` equal their `jax.random` namesakes; `uniform`, `bernoulli`,
 `normal` and `gumbel` equal theirs in JAX's original (non-partitionable) Threefry
 layout, whatever the global flag says, and with `layout="jax"` `random_bits`,
 `uniform` and `gumbel` equal theirs under either value of the flag. `gumbel` (used for
@@ -108,6 +108,41 @@ def test_jax_layout_matches_jax_under_either_flag(
         _same(jax.jit(lambda k: prng.gumbel(k, shape, "jax"))(key), jax.random.gumbel(key, shape))
 
 
+@pytest.mark.parametrize("kind", sorted(KEYS))
+@pytest.mark.parametrize("partitionable", [True, False])
+@pytest.mark.parametrize(
+    ("minval", "maxval"),
+    # A power-of-two span, replay-sized spans, an empty and a reversed range (minval is
+    # returned), and the widest int32 range (the multiplier's modular arithmetic).
+    [(0, 8), (0, 12_000), (3, 3), (5, 2), (-100, 2**31 - 1), (-(2**31), 2**31 - 1)],
+)
+def test_randint_matches_jax_under_either_flag(
+    kind: str, partitionable: bool, minval: int, maxval: int
+) -> None:
+    keys = jax.vmap(KEYS[kind])(jnp.arange(64))
+    with jax.threefry_partitionable(partitionable):
+        ours = jax.jit(jax.vmap(lambda k: prng.randint(k, (33,), minval, maxval)))(keys)
+        ref = jax.vmap(lambda k: jax.random.randint(k, (33,), minval, maxval, jnp.int32))
+        _same(ours, jax.jit(ref)(keys))
+
+
+def test_randint_with_traced_and_array_bounds_matches_jax() -> None:
+    """Replay draws with a traced bound (the number of stored steps)."""
+    key = jax.random.key(23)
+    size = jnp.int32(777)
+    ours = jax.jit(lambda k, n: prng.randint(k, (4, 5), 0, n))(key, size)
+    _same(ours, jax.random.randint(key, (4, 5), 0, size, jnp.int32))
+    low, high = jnp.array([0, 10, -3], jnp.int32), jnp.array([5, 1000, 3], jnp.int32)
+    ours = jax.jit(lambda k: prng.randint(k, (2, 3), low, high))(key)
+    _same(ours, jax.random.randint(key, (2, 3), low, high, jnp.int32))
+
+
+def test_randint_with_other_bounds_falls_back() -> None:
+    key = jax.random.key(29)
+    bounds = (jnp.int16(0), jnp.int16(9))
+    _same(prng.randint(key, (6,), *bounds), jax.random.randint(key, (6,), *bounds, jnp.int32))
+
+
 def test_gumbel_matches_jax_in_the_original_layout() -> None:
     key = jax.random.key(17)
     with jax.threefry_partitionable(False):
@@ -163,5 +198,7 @@ def test_straight_line_code_has_no_loop() -> None:
     for draw in (prng.uniform, prng.normal, prng.gumbel):
         hlo = jax.jit(lambda k, draw=draw: draw(prng.split(k)[1], (4,))).lower(jax.random.key(0))
         assert "while" not in hlo.as_text()
+    indices = jax.jit(lambda k: prng.randint(k, (256,), 0, 12_000)).lower(jax.random.key(0))
+    assert "while" not in indices.as_text()
     jax_layout = jax.jit(lambda k: prng.gumbel(prng.fold_in(k, 3), (4,), "jax"))
     assert "while" not in jax_layout.lower(jax.random.key(0)).as_text()

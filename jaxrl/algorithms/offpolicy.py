@@ -305,8 +305,8 @@ class OffPolicy(Algorithm):
         """Uniform random actions to store: integers, or points of [-1, 1]^d (continuous
         agents act in a normalised box; `to_env_action` maps it to the bounds)."""
         if self.action_kind == "discrete":
-            return jax.random.randint(key, (n,), 0, self.action_dim)
-        return jax.random.uniform(key, (n, self.action_dim), minval=-1.0, maxval=1.0)
+            return prng.randint(key, (n,), 0, self.action_dim)
+        return prng.uniform(key, (n, self.action_dim), minval=-1.0, maxval=1.0, layout="jax")
 
     # ------------------------------------------------------------------ the update
     def update(self, state: OffPolicyState) -> tuple[OffPolicyState, dict[str, jax.Array]]:

@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from jaxrl import prng
 from jaxrl.config import check
 
 
@@ -189,7 +190,7 @@ def _uniform_starts(state: ReplayState, key: jax.Array, batch_size: int, length:
     """Slots drawn uniformly among the starts of windows of `length` written steps."""
     width = add_batch_size(state)
     num_starts = jnp.maximum(state.size - length + 1, 1) * width
-    k = jax.random.randint(key, (batch_size,), 0, num_starts, dtype=jnp.int32)
+    k = prng.randint(key, (batch_size,), 0, num_starts)
     age, col = jnp.divmod(k, width)
     row = (_oldest_row(state) + age) % rows(state)
     return row * width + col

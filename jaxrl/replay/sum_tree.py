@@ -35,6 +35,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from jaxrl import prng
 from jaxrl.config import check
 
 
@@ -131,7 +132,7 @@ def sample(
     marginal probability per draw, but the batch covers the distribution more
     evenly (lower variance than independent draws). The default draws independently.
     """
-    u = jax.random.uniform(key, (batch_size,), jnp.float32)
+    u = prng.uniform(key, (batch_size,), jnp.float32, layout="jax")
     if stratified:
         u = (jnp.arange(batch_size, dtype=jnp.float32) + u) / batch_size
     return find(tree, u * total(tree))

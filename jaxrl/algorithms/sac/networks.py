@@ -48,7 +48,16 @@ class QValue(nn.Module):
 class TwinQ(nn.Module):
     """Two critics with their own parameters (Fujimoto et al. 2018's clipped double Q),
     run as a vmapped ensemble: one batched matrix product per layer instead of two.
-    `(obs (B, ...), action (B, d)) -> Q-values (2, B)`."""
+    `(obs (B, ...), action (B, d)) -> Q-values (2, B)`.
+
+    Each critic gets its own copy of the inputs (broadcast to `(2, B, ...)`), so every
+    layer, the first included, is a product batched over the critics. With the inputs
+    shared, XLA computes the first layer of both as one `[B, in] x [in, 2 * H]`
+    product, whose activations and gradients are laid out `[B, 2, H]`, and on CPU
+    transposes them to and from the other layers' `[2, B, H]` at every gradient step:
+    those copies were 8% of SAC's update (benchmarks/README.md, "Off-policy
+    throughput"). Same parameters and values either way.
+    """
 
     hidden_sizes: Sequence[int] = (256, 256)
     activation: str = "relu"
@@ -59,10 +68,11 @@ class TwinQ(nn.Module):
             QValue,
             variable_axes={"params": 0},
             split_rngs={"params": True},
-            in_axes=None,
+            in_axes=0,
             out_axes=0,
             axis_size=NUM_CRITICS,
         )
+        obs, action = (jnp.broadcast_to(x, (NUM_CRITICS, *x.shape)) for x in (obs, action))
         return ensemble(self.hidden_sizes, self.activation, name="critics")(obs, action)
 
 
