@@ -9,7 +9,8 @@ results file records the exact command, the date and the load average. This
 module holds those pieces once:
 
 * `PEER_REQUIREMENTS` and `ensure_peer`: the peers' venvs (rejax, sbx, sb3);
-* `run_worker`: one worker process, its JSON line parsed;
+* `run_worker`: one worker process, its JSON line parsed (optionally on one core,
+  `one_core`);
 * `Recorder`: collects a benchmark's runs, prints one line per run and keeps an
   interrupted run's progress in a file outside the repository;
 * `median`, `summarise`, `fmt`, `print_table`, `cell`: from runs to a table;
@@ -80,19 +81,34 @@ def ensure_peer(name: str) -> Path:
     return ensure_venv(name, PEER_REQUIREMENTS[name])
 
 
+def one_core() -> set[int]:
+    """One CPU this process may run on (the lowest of its affinity mask), for `run_worker`."""
+    return {min(os.sched_getaffinity(0))}
+
+
 def run_worker(
     python: Path | str,
     script: str,
     args: dict[str, Any],
     timeout: float,
     launcher: list[str] | None = None,
+    cpus: set[int] | None = None,
 ) -> dict[str, Any]:
     """Runs `workers/<script>` with `args` as JSON; returns its last JSON stdout line
     (one that starts with '{"'), parsed. `launcher` replaces `python` as the command
-    that runs the script (e.g. `[torchrun, "--nproc_per_node", "2"]`)."""
+    that runs the script (e.g. `[torchrun, "--nproc_per_node", "2"]`).
+
+    `cpus` restricts the worker process to those cores from its start (its CPU
+    affinity, set before it runs anything, as `taskset` does): XLA sizes its CPU
+    thread pool from that mask, and torch its default thread count. The result
+    records it as `cpus` (None: every core this process may use).
+    """
     cmd = [*(launcher or [str(python)]), str(WORKERS / script), json.dumps(args)]
+    pin = None if cpus is None else (lambda: os.sched_setaffinity(0, cpus))
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=WORKERS)
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=timeout, cwd=WORKERS, preexec_fn=pin
+    )
     lines = [line for line in proc.stdout.splitlines() if line.startswith('{"')]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(
@@ -100,6 +116,7 @@ def run_worker(
         )
     result = json.loads(lines[-1])
     result["process_seconds"] = time.perf_counter() - t0
+    result["cpus"] = None if cpus is None else sorted(cpus)
     return result
 
 

@@ -45,6 +45,15 @@ benchmarks/workers/*_offpolicy.py):
   `--sb3-steps` steps (throughput; sbx compiles in a warm-up first), plus one run
   at the full budget for their final return (`--skip-peer-return`: not).
 
+Cores: every one-seed process (each library's 1-seed rows, and every sbx and SB3
+run, which train one seed per process) is pinned to one core from its start
+(`--single-seed-cores one`, the default; `all` leaves them every core), as
+single-seed runs are spread over a machine one per core. Each library is then at
+its fastest: SB3 uses one torch thread either way (its fastest setting, and no
+faster pinned), while XLA, given two cores, hands a one-seed SAC update's
+microsecond kernels back and forth between two threads of its pool: 7% slower on a
+2-core machine (benchmarks/README.md). Multi-seed rows use every core.
+
 Steps/s = environment steps summed over seeds / training seconds; `cpu` columns
 use process CPU seconds (steadier on a shared machine). Final return = mean
 over seeds of the mean return of `--eval-episodes` fresh episodes with the final
@@ -71,6 +80,7 @@ from _harness import (
     Recorder,
     ensure_peer,
     fmt,
+    one_core,
     partial_path,
     previous_results,
     print_table,
@@ -142,6 +152,8 @@ def total_steps(args: argparse.Namespace, task: str) -> int:
 
 def run_benchmark(args: argparse.Namespace, partial_out: Path | None = None) -> dict[str, Any]:
     rejax_py = None if args.skip_rejax else ensure_peer("rejax")
+    # One-seed processes on one core each (`--single-seed-cores`), every library alike.
+    single = one_core() if args.single_seed_cores == "one" else None
     per_process = [(lib, ensure_peer(lib)) for lib in ("sbx", "sb3") if lib not in args.skip]
     record = Recorder(key=("task", "library", "seeds"), partial_out=partial_out)
     peer_return_runs: list[dict[str, Any]] = []
@@ -162,13 +174,16 @@ def run_benchmark(args: argparse.Namespace, partial_out: Path | None = None) -> 
                     jobs.append((rejax_py, "rejax_offpolicy.py", job))
                 if rep % 2:  # alternate who goes first
                     jobs.reverse()
+                cpus = single if seeds == 1 else None
                 for python, script, job_args in jobs:
-                    record(run_worker(python, script, job_args, args.timeout), f"{task} ")
+                    res = run_worker(python, script, job_args, args.timeout, cpus=cpus)
+                    record(res, f"{task} ")
             steps = min(args.sb3_steps, total)
             for lib, python in per_process[:: -1 if rep % 2 else 1]:
                 print(f"[{task} repeat {rep + 1}/{args.repeats}] {lib} {steps} steps", flush=True)
                 job = {**common, "total_steps": steps, "seed": rep, **_warmup(lib, config)}
-                record(run_worker(python, f"{lib}_offpolicy.py", job, args.timeout), f"{task} ")
+                res = run_worker(python, f"{lib}_offpolicy.py", job, args.timeout, cpus=single)
+                record(res, f"{task} ")
         if not args.skip_peer_return:
             for lib, python in per_process:
                 print(f"[{task}] {lib}: one run of {total} steps for its final return", flush=True)
@@ -282,6 +297,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument(
+        "--single-seed-cores",
+        choices=["one", "all"],
+        default="one",
+        help="cores of each one-seed process, every library alike (sbx and SB3 always "
+        "train one seed per process): 'one' pins it to one core from its start, 'all' "
+        "leaves it every core (see the module docstring)",
+    )
+    p.add_argument(
         "--log-every",
         type=int,
         default=None,
@@ -308,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         **run_metadata("offpolicy_throughput", __file__, argv),
         "config": {task: CONFIGS[task] for task in args.tasks},
         "total_steps": {task: total_steps(args, task) for task in args.tasks},
+        "single_seed_cores": args.single_seed_cores,
         "matched_work": _matched_work(),
     }
     previous = previous_results(args.out)

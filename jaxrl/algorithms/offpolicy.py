@@ -435,8 +435,10 @@ def update_target(
     (Polyak averaging, Lillicrap et al. 2016; `tau = 1` is DQN's periodic hard copy,
     Mnih et al. 2015); in between, unchanged.
     """
-    due = (grad_step + 1) % interval == 0
     blended = optax.incremental_update(online, target, tau)
+    if interval == 1:
+        return blended
+    due = (grad_step + 1) % interval == 0
     return jax.tree.map(lambda new, old: jnp.where(due, new, old), blended, target)
 
 

@@ -93,6 +93,8 @@ def nstep_batch(
 
     `state.items` must be a `Transition`. Only the reward and done flags of the
     window are gathered, and one `next_observation` per sample, so `n` costs little.
+    `n = 1` (the one-step target) reads each sampled transition alone: no window to
+    cut, so `reward = r_t`, `discount = 0 if terminated_t else gamma` and `s'_t`.
     """
     check(
         isinstance(n, int) and 1 <= n <= buffer.rows(state),
@@ -103,6 +105,15 @@ def nstep_batch(
     if isinstance(gamma, (int, float)):
         check(0.0 <= gamma <= 1.0, "gamma", gamma, "in [0, 1]")
     items: Transition = state.items
+    if n == 1:
+        first = buffer.gather(state, indices)
+        return NStepBatch(
+            observation=first.observation,
+            action=first.action,
+            reward=first.reward,
+            discount=jnp.where(first.terminated, 0.0, jnp.asarray(gamma, jnp.float32)),
+            next_observation=first.next_observation,
+        )
     flags = state.replace(items=(items.reward, items.terminated, items.truncated))
     (reward, terminated, truncated), valid = buffer.gather_windows(flags, indices, n)
     ret, discount, last = jax.vmap(nstep_return, in_axes=(0, 0, 0, 0, None))(
