@@ -214,12 +214,31 @@ def initial_state(
         lambda k, h, p: init_agents(algo, k, h, p), agents.keys, agents.hparams, params
     )
     shardings = algo.state_sharding(abstract, mesh, agents.num_agents)
+    on_one_device = _init_on_one_device(mesh)
     init_fn = (
-        jax.jit(lambda k, h, p: init_agents(algo, k, h, p), out_shardings=shardings)
+        jax.jit(
+            lambda k, h, p: init_agents(algo, k, h, p),
+            out_shardings=None if on_one_device else shardings,
+        )
         .lower(agents.keys, agents.hparams, params)
         .compile(compiler_options=_INIT_COMPILER_OPTIONS.get(jax.default_backend()))
     )
-    return init_fn(agents.keys, agents.hparams, params), shardings
+    state = init_fn(agents.keys, agents.hparams, params)
+    return (jax.device_put(state, shardings) if on_one_device else state), shardings
+
+
+def _init_on_one_device(mesh: jax.sharding.Mesh) -> bool:
+    """Whether `initial_state` computes on one device and then places the state: on
+    several CPU devices of one process.
+
+    There, jaxlib 0.10.2's LAPACK QR (every orthogonal initialiser) deadlocks when the
+    devices run their init at once: each call splits its batch into tasks on XLA's
+    CPU thread pool and blocks until they finish, from a thread of that same pool,
+    until no thread is left to run them (SAC and TD3 on two devices hung;
+    benchmarks/README.md, "SAC and TD3 hang on several CPU devices"). CPU devices
+    share the host's memory, so one of them holds the whole state as cheaply.
+    """
+    return jax.default_backend() == "cpu" and mesh.devices.size > 1 and jax.process_count() == 1
 
 
 def init_agents(algo: Algorithm, keys: jax.Array, hparams: Any, params: Any = None) -> Any:

@@ -112,6 +112,38 @@ def test_agent_axis_sharding_matches_one_device(tmp_path):
     assert s8["final_return_per_agent"] == pytest.approx(s1["final_return_per_agent"], rel=1e-6)
 
 
+def test_sac_on_the_agent_axis_matches_one_device(tmp_path):
+    """A replay-based agent: 8 SAC seeds on 8 devices == on 1. Its initialisation (the
+    twin critics' orthogonal initialisers, LAPACK QRs) deadlocked jaxlib's CPU thread
+    pool when several devices ran it at once; the driver now initialises on one CPU
+    device and then places the state (`driver._init_on_one_device`)."""
+    kwargs = {
+        "algorithm": "sac",
+        "env": "Pendulum-v1",
+        "total_steps": 192,  # 32 gradient steps, as many updates as the PPO scenarios
+        "learning_starts": 160,
+        "batch_size": 32,
+        "buffer_size": 192,
+        "hidden_sizes": [64, 64],  # 16-16 critics did not deadlock; 64-64 did
+        "num_seeds": 8,
+        "log_every": 16,
+        "progress": False,
+    }
+    runs = run(
+        tmp_path,
+        [
+            {"name": "d8", "kwargs": kwargs},
+            {"name": "d1", "kwargs": {**kwargs, "num_devices": 1}},
+        ],
+    )
+    assert_agent_sharded(runs["d8"]["shardings"], DEVICES)
+    assert_single_device(runs["d1"]["shardings"])
+    assert len(runs["d8"]["metrics"]) == 12
+    diff = params_max_diff(load_params(tmp_path, "d8"), load_params(tmp_path, "d1"), **PARAMS_TOL)
+    metrics = metrics_max_diff(runs["d8"]["metrics"], runs["d1"]["metrics"], **METRICS_TOL)
+    print(f"sac, agent axis: max |param diff| {diff:.3g}; max metric diffs {metrics}")
+
+
 def test_env_axis_sharding_matches_one_device(tmp_path):
     """1 seed, 8 envs on 8 devices (gradients all-reduced by XLA) == 1 device."""
     kwargs = {**BASE, "num_seeds": 1}
