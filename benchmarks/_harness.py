@@ -100,15 +100,20 @@ def run_worker(
 
     `cpus` restricts the worker process to those cores from its start (its CPU
     affinity, set before it runs anything, as `taskset` does): XLA sizes its CPU
-    thread pool from that mask, and torch its default thread count. The result
-    records it as `cpus` (None: every core this process may use).
+    thread pool from that mask, and torch its default thread count. A small
+    launcher sets it and then execs the worker (no `preexec_fn`, which forks a
+    possibly multithreaded caller). The result records it as `cpus` (None: every
+    core this process may use).
     """
     cmd = [*(launcher or [str(python)]), str(WORKERS / script), json.dumps(args)]
-    pin = None if cpus is None else (lambda: os.sched_setaffinity(0, cpus))
+    if cpus is not None:
+        pin = (
+            f"import os, sys; os.sched_setaffinity(0, {sorted(cpus)}); "
+            "os.execvp(sys.argv[1], sys.argv[1:])"
+        )
+        cmd = [sys.executable, "-c", pin, *cmd]
     t0 = time.perf_counter()
-    proc = subprocess.run(
-        cmd, capture_output=True, text=True, timeout=timeout, cwd=WORKERS, preexec_fn=pin
-    )
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=WORKERS)
     lines = [line for line in proc.stdout.splitlines() if line.startswith('{"')]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(

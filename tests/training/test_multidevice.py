@@ -63,6 +63,22 @@ def run(tmp_path, runs):
     return report["runs"]
 
 
+def on_8_and_1_device(tmp_path, kwargs):
+    """`kwargs` trained on 8 devices ("d8") and on one ("d1"): `(runs, max |param diff|,
+    max metric diffs)`, both within PARAMS_TOL / METRICS_TOL."""
+    runs = run(
+        tmp_path,
+        [
+            {"name": "d8", "kwargs": kwargs},
+            {"name": "d1", "kwargs": {**kwargs, "num_devices": 1}},
+        ],
+    )
+    assert_single_device(runs["d1"]["shardings"])
+    diff = params_max_diff(load_params(tmp_path, "d8"), load_params(tmp_path, "d1"), **PARAMS_TOL)
+    metrics = metrics_max_diff(runs["d8"]["metrics"], runs["d1"]["metrics"], **METRICS_TOL)
+    return runs, diff, metrics
+
+
 def assert_agent_sharded(shardings, devices):
     for field, leaves in shardings.items():
         for leaf in leaves:
@@ -92,20 +108,9 @@ def assert_single_device(shardings):
 
 def test_agent_axis_sharding_matches_one_device(tmp_path):
     """8 seeds on 8 devices (one agent per device) == the same 8 seeds on 1 device."""
-    kwargs = {**BASE, "num_seeds": 8}
-    runs = run(
-        tmp_path,
-        [
-            {"name": "d8", "kwargs": kwargs},
-            {"name": "d1", "kwargs": {**kwargs, "num_devices": 1}},
-        ],
-    )
+    runs, diff, metrics = on_8_and_1_device(tmp_path, {**BASE, "num_seeds": 8})
     assert_agent_sharded(runs["d8"]["shardings"], DEVICES)
-    assert_single_device(runs["d1"]["shardings"])
     assert runs["d8"]["summary"]["num_devices"] == 8 and runs["d1"]["summary"]["num_devices"] == 1
-
-    diff = params_max_diff(load_params(tmp_path, "d8"), load_params(tmp_path, "d1"), **PARAMS_TOL)
-    metrics = metrics_max_diff(runs["d8"]["metrics"], runs["d1"]["metrics"], **METRICS_TOL)
     assert len(runs["d8"]["metrics"]) == 32
     print(f"agent axis: max |param diff| {diff:.3g}; max metric diffs {metrics}")
     s8, s1 = runs["d8"]["summary"], runs["d1"]["summary"]
@@ -129,36 +134,16 @@ def test_sac_on_the_agent_axis_matches_one_device(tmp_path):
         "log_every": 16,
         "progress": False,
     }
-    runs = run(
-        tmp_path,
-        [
-            {"name": "d8", "kwargs": kwargs},
-            {"name": "d1", "kwargs": {**kwargs, "num_devices": 1}},
-        ],
-    )
+    runs, diff, metrics = on_8_and_1_device(tmp_path, kwargs)
     assert_agent_sharded(runs["d8"]["shardings"], DEVICES)
-    assert_single_device(runs["d1"]["shardings"])
     assert len(runs["d8"]["metrics"]) == 12
-    diff = params_max_diff(load_params(tmp_path, "d8"), load_params(tmp_path, "d1"), **PARAMS_TOL)
-    metrics = metrics_max_diff(runs["d8"]["metrics"], runs["d1"]["metrics"], **METRICS_TOL)
     print(f"sac, agent axis: max |param diff| {diff:.3g}; max metric diffs {metrics}")
 
 
 def test_env_axis_sharding_matches_one_device(tmp_path):
     """1 seed, 8 envs on 8 devices (gradients all-reduced by XLA) == 1 device."""
-    kwargs = {**BASE, "num_seeds": 1}
-    runs = run(
-        tmp_path,
-        [
-            {"name": "d8", "kwargs": kwargs},
-            {"name": "d1", "kwargs": {**kwargs, "num_devices": 1}},
-        ],
-    )
+    runs, diff, metrics = on_8_and_1_device(tmp_path, {**BASE, "num_seeds": 1})
     assert_env_sharded(runs["d8"]["shardings"], DEVICES)
-    assert_single_device(runs["d1"]["shardings"])
-
-    diff = params_max_diff(load_params(tmp_path, "d8"), load_params(tmp_path, "d1"), **PARAMS_TOL)
-    metrics = metrics_max_diff(runs["d8"]["metrics"], runs["d1"]["metrics"], **METRICS_TOL)
     print(f"env axis: max |param diff| {diff:.3g}; max metric diffs {metrics}")
     s8, s1 = runs["d8"]["summary"], runs["d1"]["summary"]
     assert s8["final_return_per_agent"] == pytest.approx(s1["final_return_per_agent"], rel=1e-6)
