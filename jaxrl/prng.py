@@ -210,12 +210,11 @@ def randint(key: jax.Array, shape: tuple[int, ...], minval: Any, maxval: Any) ->
     `jax.random.randint`.
     """
     minval, maxval = jnp.asarray(minval), jnp.asarray(maxval)
-    if minval.dtype != jnp.int32 or maxval.dtype != jnp.int32:
-        return jax.random.randint(key, shape, minval, maxval, jnp.int32)
-    k_high, k_low = split(key)
-    high, low = random_bits(k_high, shape, "jax"), random_bits(k_low, shape, "jax")
+    halves = split(key) if minval.dtype == maxval.dtype == jnp.int32 else None
+    high = None if halves is None else random_bits(halves[0], shape, "jax")
     if high is None:
         return jax.random.randint(key, shape, minval, maxval, jnp.int32)
+    low = random_bits(halves[1], shape, "jax")
     minval = lax.broadcast_to_rank(minval, len(shape))
     maxval = lax.broadcast_to_rank(maxval, len(shape))
     span = lax.convert_element_type(maxval - minval, jnp.uint32)
