@@ -84,7 +84,7 @@ def train(
 
     Keyword arguments are either run options (`RUN_FIELDS`: `num_seeds`, `seed`,
     `run_dir`, `checkpoint_every`, `checkpoint_minutes`, `resume`, `fresh`,
-    `log_every`, `num_devices`, `progress`, `tensorboard`, `keep_checkpoints`) or
+    `log_every`, `num_devices`, `agent_execution`, `progress`, `tensorboard`, `keep_checkpoints`) or
     the algorithm's hyperparameters (e.g. `total_steps`, `lr`, `num_envs`). `sweep`
     is a grid over sweepable hyperparameters, trained vmapped in one program,
     e.g. `sweep={"lr": [1e-3, 3e-4], "ent_coef": [0.0, 0.01]}`; a swept

@@ -202,6 +202,12 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--log-every", type=int, help="log every N steps per agent")
     g.add_argument("--num-devices", type=int, help="devices of the mesh (default: all)")
     g.add_argument(
+        "--agent-execution",
+        metavar="{vmap,map}",
+        help="how a device runs its seeds: vmap (batched, the default) or map (one after "
+        "another; faster on CPU for small networks)",
+    )
+    g.add_argument(
         "--no-progress", dest="progress", action="store_false", help="hide the progress bar"
     )
     g.add_argument("--tensorboard", action="store_true", help="also write TensorBoard events")

@@ -134,6 +134,7 @@ def run_training(args: dict[str, Any]) -> dict[str, Any]:
         "seed": int(args.get("seed", 0)),
         "progress": False,
         "log_every": args.get("log_every"),
+        "agent_execution": args.get("agent_execution", "vmap"),
     }
     result = train(task, hparams, run)
     s = result.summary
@@ -149,6 +150,8 @@ def run_training(args: dict[str, Any]) -> dict[str, Any]:
         "variant": variant,
         "jax_version": jax.__version__,
         "seeds": seeds,
+        "agent_execution": run["agent_execution"],
+        "devices": s["num_devices"],
         "total_steps": s["env_steps_per_agent"],
         "train_seconds": s["train_seconds"],
         "steps_per_second": s["steps_per_second"],

@@ -189,6 +189,10 @@ USAGE_ERRORS = {
         ["--num-devices", "99"],
         [r"invalid num_devices=99: must be in \[1, \d+\]"],
     ),
+    "agent-execution-unknown": (
+        ["--agent-execution", "pmap"],
+        [r"invalid agent_execution='pmap': must be one of \['vmap', 'map'\]"],
+    ),
 }
 
 

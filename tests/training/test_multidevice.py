@@ -140,6 +140,30 @@ def test_sac_on_the_agent_axis_matches_one_device(tmp_path):
     print(f"sac, agent axis: max |param diff| {diff:.3g}; max metric diffs {metrics}")
 
 
+def test_mapped_agents_on_8_devices_equal_one_device_bit_for_bit(tmp_path):
+    """`agent_execution="map"`: each device maps over its own agents (`shard_map`, 2
+    of 16 per device), so every agent runs its one-agent program on either mesh and
+    the results are identical, not merely close."""
+    kwargs = {
+        "algorithm": "sac",
+        "env": "Pendulum-v1",
+        "total_steps": 192,
+        "learning_starts": 160,
+        "batch_size": 32,
+        "buffer_size": 192,
+        "hidden_sizes": [64, 64],
+        "num_seeds": 16,
+        "agent_execution": "map",
+        "log_every": 16,
+        "progress": False,
+    }
+    runs, diff, metrics = on_8_and_1_device(tmp_path, kwargs)
+    assert_agent_sharded(runs["d8"]["shardings"], DEVICES)
+    assert diff == 0.0 and all(d == 0.0 for d in metrics.values()), (diff, metrics)
+    fingerprints = {name: runs[name]["summary"]["params_fingerprint"] for name in ("d8", "d1")}
+    assert fingerprints["d8"] == fingerprints["d1"], fingerprints
+
+
 def test_env_axis_sharding_matches_one_device(tmp_path):
     """1 seed, 8 envs on 8 devices (gradients all-reduced by XLA) == 1 device."""
     runs, diff, metrics = on_8_and_1_device(tmp_path, {**BASE, "num_seeds": 1})
