@@ -36,9 +36,14 @@ benchmarks/workers/*_offpolicy.py):
 
 * jaxrl: `jaxrl.train("dqn" | "sac", num_seeds=N, **config)`; the driver's own
   `steps_per_second` (compile excluded) and `compile_seconds` (init included).
+  With N > 1, `agent_execution="map"` (the first `--agent-execution`): the device
+  trains its seeds one after another, each its own compiled scan, which on CPU is
+  faster than vmapping these 64-64 networks (docs/ARCHITECTURE.md, "Agents").
 * jaxrl-matched: the same plus `MATCHED_WORK` (workers/jaxrl_offpolicy.py): time
   limits as terminal, DQN's squared-error loss -- rejax's work per step.
   Against rejax it measures library speed. `--skip-matched` leaves it out.
+* jaxrl-vmap (N > 1): the jaxrl row with `agent_execution="vmap"`, the driver's
+  default, which batches the seeds into one computation as rejax does.
 * rejax 0.1.3 (venv .venvs/rejax): `init_state` + `fori_loop(train_iteration)`,
   vmapped over seeds for N > 1, compiled first, then timed.
 * sbx 0.28.0 (venv .venvs/sbx) and SB3 (venv .venvs/sb3): `model.learn` on
@@ -142,7 +147,10 @@ SAC_CONFIG: dict[str, Any] = {
 CONFIGS = {"dqn": DQN_CONFIG, "sac": SAC_CONFIG}
 # Default environment steps per seed (whole run) of each task.
 TOTAL_STEPS = {"dqn": 50_000, "sac": 12_000}
-ORDER = {"jaxrl": 0, "jaxrl-matched": 1, "rejax": 2, "sbx": 3, "sb3": 4}
+# Row order within a group (jaxrl-map / jaxrl-vmap: the further `--agent-execution` rows).
+ORDER = {
+    name: i for i, name in enumerate(("jaxrl", "jaxrl-matched", "jaxrl-map", "jaxrl-vmap", "rejax"))
+} | {"sbx": 5, "sb3": 6}
 PHASES = ("act", "env", "replay_add", "replay_sample", "learn")
 
 
@@ -165,11 +173,16 @@ def run_benchmark(args: argparse.Namespace, partial_out: Path | None = None) -> 
             for seeds in args.seeds:
                 print(f"[{task} repeat {rep + 1}/{args.repeats}] seeds={seeds}", flush=True)
                 job = {**common, "seeds": seeds, "seed": rep, "log_every": args.log_every}
-                jobs = [(sys.executable, "jaxrl_offpolicy.py", job)]
+                ours = {**job, "agent_execution": args.agent_execution[0]}
+                jobs = [(sys.executable, "jaxrl_offpolicy.py", ours)]
                 if not args.skip_matched:
                     jobs.append(
-                        (sys.executable, "jaxrl_offpolicy.py", {**job, "variant": "matched"})
+                        (sys.executable, "jaxrl_offpolicy.py", {**ours, "variant": "matched"})
                     )
+                if seeds > 1:  # one agent runs the same program either way
+                    for execution in args.agent_execution[1:]:
+                        extra = {**job, "agent_execution": execution, "label": f"jaxrl-{execution}"}
+                        jobs.append((sys.executable, "jaxrl_offpolicy.py", extra))
                 if rejax_py:
                     jobs.append((rejax_py, "rejax_offpolicy.py", job))
                 if rep % 2:  # alternate who goes first
@@ -296,6 +309,15 @@ def main(argv: list[str] | None = None) -> int:
         "--skip-matched", action="store_true", help="leave out the jaxrl-matched (matched-work) row"
     )
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument(
+        "--agent-execution",
+        nargs="+",
+        choices=["map", "vmap"],
+        default=["map", "vmap"],
+        help="jaxrl's agent_execution for several seeds: the first for the jaxrl and "
+        "jaxrl-matched rows, each further one as a row jaxrl-<value> (default: map, then "
+        "a jaxrl-vmap row)",
+    )
     p.add_argument(
         "--single-seed-cores",
         choices=["one", "all"],

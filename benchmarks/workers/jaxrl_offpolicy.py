@@ -146,7 +146,7 @@ def run_training(args: dict[str, Any]) -> dict[str, Any]:
     per_seed = returns.mean(axis=1)
     return {
         "task": task,
-        "library": "jaxrl-matched" if variant == "matched" else "jaxrl",
+        "library": args.get("label") or ("jaxrl-matched" if variant == "matched" else "jaxrl"),
         "variant": variant,
         "jax_version": jax.__version__,
         "seeds": seeds,
