@@ -7,7 +7,7 @@ the mesh spans 4 devices on 2 processes. Process 0 initialises through
 `initialize_distributed(coordinator, num_processes, process_id)`, process 1
 through the JAXRL_COORDINATOR / JAXRL_NUM_PROCESSES / JAXRL_PROCESS_ID
 variables. At the same time a single process with 4 devices trains the
-`agent` and `env` runs as the reference. Both processes run, in order:
+`agent`, `env`, `agent_map` and SFT runs as the reference. Both processes run, in order:
 
 * `agent`:  4 seeds (one agent per device: agent-axis sharding, no
   communication) into a shared run directory, checkpointing every 4 of 16
@@ -17,6 +17,8 @@ variables. At the same time a single process with 4 devices trains the
 * `partial_mesh`: `num_devices=2` (process 0's devices only) must be refused;
 * `env`:    1 seed with 8 envs (env-axis sharding: the gradient all-reduce
   crosses the process boundary);
+* `agent_map`: 8 seeds with `agent_execution="map"` (each device maps over its 2
+  agents inside `shard_map`, the mesh spanning both processes);
 * `sft`:    SFT of a tiny Llama on a 4-way `data` mesh: each device's gradient
   computed in `shard_map` and summed by one flat all-reduce across the processes
   (`LMAlgorithm.accumulated_gradient`);
@@ -81,6 +83,8 @@ def runs_for(run_dir: pathlib.Path, multi: bool) -> list[dict]:
     return [
         *runs,
         {"name": "env", "kwargs": {**BASE, "num_seeds": 1}},
+        # 2 agents per device, mapped one after another (`shard_map` over the processes).
+        {"name": "agent_map", "kwargs": {**BASE, "num_seeds": 8, "agent_execution": "map"}},
         {"name": "sft", "kwargs": SFT},
         {"name": "sft_fsdp", "kwargs": {**SFT, "mesh_fsdp": GLOBAL_DEVICES}},
     ]
@@ -136,7 +140,7 @@ def test_processes_share_one_global_mesh(scenario):
     assert all(leaf["fully_replicated"] for leaf in p0["runs"]["env"]["shardings"]["params"])
 
 
-@pytest.mark.parametrize("name", ["agent", "env", "sft", "sft_fsdp"])
+@pytest.mark.parametrize("name", ["agent", "env", "agent_map", "sft", "sft_fsdp"])
 def test_two_processes_match_one_process(scenario, name):
     """Same global device count and seeds: same params and metrics, on both processes."""
     multi, single = scenario["multi"], scenario["single"]
