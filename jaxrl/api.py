@@ -84,10 +84,10 @@ def train(
 
     Keyword arguments are either run options (`RUN_FIELDS`: `num_seeds`, `seed`,
     `run_dir`, `checkpoint_every`, `checkpoint_minutes`, `resume`, `fresh`,
-    `log_every`, `num_devices`, `agent_execution`, `progress`, `tensorboard`, `keep_checkpoints`) or
-    the algorithm's hyperparameters (e.g. `total_steps`, `lr`, `num_envs`). `sweep`
-    is a grid over sweepable hyperparameters, trained vmapped in one program,
-    e.g. `sweep={"lr": [1e-3, 3e-4], "ent_coef": [0.0, 0.01]}`; a swept
+    `log_every`, `num_devices`, `agent_execution`, `progress`, `tensorboard`,
+    `keep_checkpoints`) or the algorithm's hyperparameters (e.g. `total_steps`, `lr`,
+    `num_envs`). `sweep` is a grid over sweepable hyperparameters, trained in one
+    program like the seeds, e.g. `sweep={"lr": [1e-3, 3e-4], "ent_coef": [0.0, 0.01]}`; a swept
     hyperparameter may not also be given as a keyword or in `config_file`.
     `init_params` warm-starts every agent from given parameters.
 

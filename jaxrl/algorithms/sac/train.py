@@ -232,9 +232,9 @@ def critic_update(
 def where_due(grad_step: jax.Array, every: int, new: Any, old: Any) -> Any:
     """`new` on every `every`-th gradient step (`grad_step` 0-based), else `old`.
 
-    A select rather than a `lax.cond`: the driver vmaps agents, which turns a cond on
-    their (batched) step counters into a select of both branches anyway, and this way
-    the skipped update's metrics stay defined.
+    A select rather than a `lax.cond`: the driver vmaps agents by default, which turns
+    a cond on their (batched) step counters into a select of both branches anyway, and
+    this way the skipped update's metrics stay defined.
     """
     if every == 1:
         return new
