@@ -357,8 +357,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
         # Resuming: the saved config is the default; explicit flags must agree with it.
         if "env" in saved["config"]:
             env = env or saved["config"]["env"]
-        for key in ("num_seeds", "seed", "checkpoint_every", "log_every"):
-            run_kwargs.setdefault(key, saved["run"][key])
+        for key in ("num_seeds", "seed", "checkpoint_every", "log_every", "agent_execution"):
+            if key in saved["run"]:  # agent_execution: absent from older runs' config.json
+                run_kwargs.setdefault(key, saved["run"][key])
         sweep = saved["run"]["sweep"] if sweep is None else sweep
         swept = set(cfg.parse_sweep(sweep))  # their saved single values are not flags
         defaults = {k: v for k, v in saved["config"].items() if k != "env" and k not in swept}

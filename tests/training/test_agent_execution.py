@@ -7,6 +7,7 @@ bit); `vmap` batches the products, which rounds differently in the last bits.
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import jax
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 
 import jaxrl
+from jaxrl import cli
 from jaxrl.config import ConfigError
 from jaxrl.training.driver import RunConfig
 from jaxrl.training.driver import train as driver_train
@@ -111,3 +113,21 @@ def test_a_resumed_mapped_run_matches_an_uninterrupted_one(tmp_path):
     assert sorted(int(p.name) for p in checkpoints.iterdir() if p.name.isdigit())[-1] == 4
     resumed = jaxrl.train("dqn", checkpoint_every=20, resume=True, **kwargs)
     assert resumed.summary["params_fingerprint"] == whole.summary["params_fingerprint"]
+
+
+def test_cli_resume_keeps_the_runs_agent_execution(tmp_path):
+    """`jaxrl train --run-dir D --resume` continues a mapped run mapped (the saved
+    config's choice), so it ends where the uninterrupted run did."""
+    run_dir = tmp_path / "run"
+    flags = ["--env", "CartPole-v1", "--total-steps", "100", "--num-envs", "1"]
+    flags += ["--learning-starts", "60", "--batch-size", "16", "--buffer-size", "100"]
+    flags += ["--num-seeds", "2", "--checkpoint-every", "20", "--keep-checkpoints", "10"]
+    common = ["--run-dir", str(run_dir), "--no-progress"]
+    assert cli.main(["train", "dqn", *flags, "--agent-execution", "map", *common]) == 0
+    whole = json.loads((run_dir / "summary.json").read_text())["params_fingerprint"]
+    for step in (run_dir / "checkpoints").iterdir():
+        if step.name.isdigit() and int(step.name) > 4:  # named by update
+            shutil.rmtree(step)
+    assert cli.main(["train", "dqn", "--resume", *common]) == 0
+    assert json.loads((run_dir / "summary.json").read_text())["params_fingerprint"] == whole
+    assert json.loads((run_dir / "config.json").read_text())["run"]["agent_execution"] == "map"
