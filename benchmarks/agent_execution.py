@@ -60,22 +60,21 @@ def sac_benchmark_overrides() -> dict[str, Any]:
 
 def measure(case: str, num_agents: int, repeats: int) -> list[dict[str, Any]]:
     import jax
-    import jax.numpy as jnp
 
     from jaxrl import algorithms
     from jaxrl.api import make_config
-    from jaxrl.training.driver import AGENT_EXECUTIONS, init_agents, scan_updates
+    from jaxrl.training import driver, mesh
 
     name, env, overrides, warmup, updates = CASES[case]
     if case == "sac-64":
         overrides = sac_benchmark_overrides()
     algo = algorithms.get(name).make(make_config(name, env, **overrides))
-    hparams = jax.tree.map(lambda *x: jnp.stack(x), *[algo.hyperparams()] * num_agents)
-    keys = jax.random.split(jax.random.key(0), num_agents)
-    fresh = jax.jit(lambda k, h: init_agents(algo, k, h))(keys, hparams)
-    past_warmup = jax.jit(scan_updates(algo, num_agents, warmup))(fresh)[0]
+    agents = driver.make_agents(algo, driver.RunConfig(num_seeds=num_agents))
+    fresh, _ = driver.initial_state(algo, agents, mesh.data_mesh(1))
+    past_warmup = jax.jit(driver.scan_updates(algo, num_agents, warmup))(fresh)[0]
     programs = {
-        mode: jax.jit(scan_updates(algo, num_agents, updates, mode)) for mode in AGENT_EXECUTIONS
+        mode: jax.jit(driver.scan_updates(algo, num_agents, updates, mode))
+        for mode in driver.AGENT_EXECUTIONS
     }
     rows = []
     for mode, program in programs.items():

@@ -149,8 +149,14 @@ CONFIGS = {"dqn": DQN_CONFIG, "sac": SAC_CONFIG}
 TOTAL_STEPS = {"dqn": 50_000, "sac": 12_000}
 # Row order within a group (jaxrl-map / jaxrl-vmap: the further `--agent-execution` rows).
 ORDER = {
-    name: i for i, name in enumerate(("jaxrl", "jaxrl-matched", "jaxrl-map", "jaxrl-vmap", "rejax"))
-} | {"sbx": 5, "sb3": 6}
+    "jaxrl": 0,
+    "jaxrl-matched": 1,
+    "jaxrl-map": 2,
+    "jaxrl-vmap": 2,
+    "rejax": 3,
+    "sbx": 4,
+    "sb3": 5,
+}
 PHASES = ("act", "env", "replay_add", "replay_sample", "learn")
 
 

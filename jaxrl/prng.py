@@ -210,11 +210,12 @@ def randint(key: jax.Array, shape: tuple[int, ...], minval: Any, maxval: Any) ->
     `jax.random.randint`.
     """
     minval, maxval = jnp.asarray(minval), jnp.asarray(maxval)
-    halves = split(key) if minval.dtype == maxval.dtype == jnp.int32 else None
-    high = None if halves is None else random_bits(halves[0], shape, "jax")
-    if high is None:
+    k_high, k_low = split(key)  # traced only: XLA drops it on the fallback path
+    int32_bounds = minval.dtype == maxval.dtype == jnp.int32
+    high = random_bits(k_high, shape, "jax") if int32_bounds else None
+    if high is None:  # bounds not int32, or a key off the fast path (`random_bits`)
         return jax.random.randint(key, shape, minval, maxval, jnp.int32)
-    low = random_bits(halves[1], shape, "jax")
+    low = random_bits(k_low, shape, "jax")
     minval = lax.broadcast_to_rank(minval, len(shape))
     maxval = lax.broadcast_to_rank(maxval, len(shape))
     span = lax.convert_element_type(maxval - minval, jnp.uint32)

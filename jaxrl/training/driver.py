@@ -596,7 +596,7 @@ def _shapes(tree: Any) -> Any:
 class _FusedStepper:
     """K `update`s as one compiled program (`lax.scan`), one program per chunk length."""
 
-    def __init__(self, algo, num_agents, mesh, shardings, compile_clock, execution="vmap"):
+    def __init__(self, algo, num_agents, mesh, shardings, compile_clock, execution):
         self.algo, self.num_agents, self.mesh = algo, num_agents, mesh
         self.shardings, self.replicated = shardings, mesh_lib.replicated(mesh)
         self.compile_clock, self.execution = compile_clock, execution

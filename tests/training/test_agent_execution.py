@@ -41,6 +41,13 @@ def leaves(result, agents=slice(None)):
     return [np.asarray(x)[agents] for x in jax.tree.leaves(result.state.params)]
 
 
+def drop_checkpoints_after(run_dir, update: int) -> None:
+    """Deletes the checkpoints after `update` (they are named by update): a run killed there."""
+    for step in (run_dir / "checkpoints").iterdir():
+        if step.name.isdigit() and int(step.name) > update:
+            shutil.rmtree(step)
+
+
 def test_a_mapped_agent_is_bit_identical_to_its_run_alone():
     """Agent 0 of 3 equals a one-seed run; agents 0-1 of 3 equal agents 0-1 of 2."""
     one = jaxrl.train("dqn", num_seeds=1, **DQN)
@@ -106,10 +113,8 @@ def test_a_resumed_mapped_run_matches_an_uninterrupted_one(tmp_path):
     kwargs = {**DQN, "num_seeds": 2, "agent_execution": "map", "run_dir": str(tmp_path)}
     kwargs["keep_checkpoints"] = 10
     whole = jaxrl.train("dqn", checkpoint_every=20, **kwargs)
+    drop_checkpoints_after(tmp_path, 4)
     checkpoints = tmp_path / "checkpoints"
-    for step in checkpoints.iterdir():
-        if step.name.isdigit() and int(step.name) > 4:  # named by update
-            shutil.rmtree(step)
     assert sorted(int(p.name) for p in checkpoints.iterdir() if p.name.isdigit())[-1] == 4
     resumed = jaxrl.train("dqn", checkpoint_every=20, resume=True, **kwargs)
     assert resumed.summary["params_fingerprint"] == whole.summary["params_fingerprint"]
@@ -125,9 +130,7 @@ def test_cli_resume_keeps_the_runs_agent_execution(tmp_path):
     common = ["--run-dir", str(run_dir), "--no-progress"]
     assert cli.main(["train", "dqn", *flags, "--agent-execution", "map", *common]) == 0
     whole = json.loads((run_dir / "summary.json").read_text())["params_fingerprint"]
-    for step in (run_dir / "checkpoints").iterdir():
-        if step.name.isdigit() and int(step.name) > 4:  # named by update
-            shutil.rmtree(step)
+    drop_checkpoints_after(run_dir, 4)
     assert cli.main(["train", "dqn", "--resume", *common]) == 0
     assert json.loads((run_dir / "summary.json").read_text())["params_fingerprint"] == whole
     assert json.loads((run_dir / "config.json").read_text())["run"]["agent_execution"] == "map"

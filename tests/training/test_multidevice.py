@@ -51,6 +51,18 @@ BASE = {
     "num_minibatches": 2,
     "progress": False,
 }
+# A replay-based agent: 32 gradient steps, as many updates as the PPO scenarios.
+SAC = {
+    "algorithm": "sac",
+    "env": "Pendulum-v1",
+    "total_steps": 192,
+    "learning_starts": 160,
+    "batch_size": 32,
+    "buffer_size": 192,
+    "hidden_sizes": [64, 64],  # 16-16 critics did not deadlock at initialisation; 64-64 did
+    "log_every": 16,
+    "progress": False,
+}
 PARAMS_TOL = {"rtol": 1e-5, "atol": 1e-6}
 METRICS_TOL = {"rtol": 1e-4, "atol": 1e-5}
 ENV_FIELDS = PPO.ENV_FIELDS  # the fields the driver shards along the env axis
@@ -122,19 +134,7 @@ def test_sac_on_the_agent_axis_matches_one_device(tmp_path):
     twin critics' orthogonal initialisers, LAPACK QRs) deadlocked jaxlib's CPU thread
     pool when several devices ran it at once; the driver now initialises on one CPU
     device and then places the state (`driver._init_on_one_device`)."""
-    kwargs = {
-        "algorithm": "sac",
-        "env": "Pendulum-v1",
-        "total_steps": 192,  # 32 gradient steps, as many updates as the PPO scenarios
-        "learning_starts": 160,
-        "batch_size": 32,
-        "buffer_size": 192,
-        "hidden_sizes": [64, 64],  # 16-16 critics did not deadlock; 64-64 did
-        "num_seeds": 8,
-        "log_every": 16,
-        "progress": False,
-    }
-    runs, diff, metrics = on_8_and_1_device(tmp_path, kwargs)
+    runs, diff, metrics = on_8_and_1_device(tmp_path, {**SAC, "num_seeds": 8})
     assert_agent_sharded(runs["d8"]["shardings"], DEVICES)
     assert len(runs["d8"]["metrics"]) == 12
     print(f"sac, agent axis: max |param diff| {diff:.3g}; max metric diffs {metrics}")
@@ -144,19 +144,7 @@ def test_mapped_agents_on_8_devices_equal_one_device_bit_for_bit(tmp_path):
     """`agent_execution="map"`: each device maps over its own agents (`shard_map`, 2
     of 16 per device), so every agent runs its one-agent program on either mesh and
     the results are identical, not merely close."""
-    kwargs = {
-        "algorithm": "sac",
-        "env": "Pendulum-v1",
-        "total_steps": 192,
-        "learning_starts": 160,
-        "batch_size": 32,
-        "buffer_size": 192,
-        "hidden_sizes": [64, 64],
-        "num_seeds": 16,
-        "agent_execution": "map",
-        "log_every": 16,
-        "progress": False,
-    }
+    kwargs = {**SAC, "num_seeds": 16, "agent_execution": "map"}
     runs, diff, metrics = on_8_and_1_device(tmp_path, kwargs)
     assert_agent_sharded(runs["d8"]["shardings"], DEVICES)
     assert diff == 0.0 and all(d == 0.0 for d in metrics.values()), (diff, metrics)
