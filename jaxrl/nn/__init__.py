@@ -1,12 +1,13 @@
 """Network building blocks shared by algorithms: MLPs, recurrent cores, distributions."""
 
 from .distributions import Categorical, DiagGaussian, TanhGaussian
-from .layers import MLP, Dense, ScannedGRU, orthogonal
+from .layers import MLP, Dense, ScannedGRU, flatten_obs, orthogonal
 
 __all__ = [
     "MLP",
     "Dense",
     "ScannedGRU",
+    "flatten_obs",
     "orthogonal",
     "Categorical",
     "DiagGaussian",

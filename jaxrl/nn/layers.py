@@ -19,6 +19,11 @@ def orthogonal(scale: float = float(np.sqrt(2.0))) -> nn.initializers.Initialize
     return nn.initializers.orthogonal(scale)
 
 
+def flatten_obs(obs: jax.Array, batch_dims: int) -> jax.Array:
+    """Flattens everything after the batch dimensions and casts to float32."""
+    return obs.reshape(obs.shape[:batch_dims] + (-1,)).astype(jnp.float32)
+
+
 def activation_fn(name: str):
     if name not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {name!r}")

@@ -9,8 +9,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxrl.algorithms.ppo.networks import flatten_obs
-from jaxrl.nn import MLP, Dense, conv, orthogonal
+from jaxrl.nn import MLP, Dense, conv, flatten_obs, orthogonal
 
 TORSOS = ("mlp", "conv")
 

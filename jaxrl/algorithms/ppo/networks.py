@@ -8,7 +8,16 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxrl.nn import MLP, Categorical, Dense, DiagGaussian, ScannedGRU, TanhGaussian, orthogonal
+from jaxrl.nn import (
+    MLP,
+    Categorical,
+    Dense,
+    DiagGaussian,
+    ScannedGRU,
+    TanhGaussian,
+    flatten_obs,
+    orthogonal,
+)
 
 Distribution = Categorical | DiagGaussian | TanhGaussian
 
@@ -40,11 +49,6 @@ class ValueHead(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         return Dense(1, kernel_init=orthogonal(1.0), bias_init=nn.initializers.zeros)(x)[..., 0]
-
-
-def flatten_obs(obs: jax.Array, batch_dims: int) -> jax.Array:
-    """Flattens everything after the batch dimensions and casts to float32."""
-    return obs.reshape(obs.shape[:batch_dims] + (-1,)).astype(jnp.float32)
 
 
 class ActorCritic(nn.Module):

@@ -9,8 +9,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxrl.algorithms.ppo.networks import flatten_obs
-from jaxrl.nn import Dense, conv
+from jaxrl.nn import Dense, conv, flatten_obs
 
 
 def normalization(kind: str) -> Callable[[jax.Array], jax.Array]:

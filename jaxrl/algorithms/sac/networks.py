@@ -18,8 +18,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from jaxrl.algorithms.ppo.networks import flatten_obs
-from jaxrl.nn import MLP, Dense, TanhGaussian, orthogonal
+from jaxrl.nn import MLP, Dense, TanhGaussian, flatten_obs, orthogonal
 
 # Bounds of the actor's log standard deviation (CleanRL's SAC; SB3 clips to [-20, 2]):
 # a tanh maps the raw output smoothly into them, so the gradient never vanishes at a clip.
