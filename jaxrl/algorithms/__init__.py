@@ -22,6 +22,7 @@ from jaxrl.training.contract import Algorithm, declared
 
 # name -> "package:Class"
 _ALGORITHMS = {
+    "a2c": "jaxrl.algorithms.a2c:A2C",
     "c51": "jaxrl.algorithms.c51:C51",
     "dpo": "jaxrl.algorithms.dpo:DPO",
     "dqn": "jaxrl.algorithms.dqn:DQN",
