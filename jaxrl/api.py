@@ -8,9 +8,9 @@ algorithm objects and knows no names.
 from __future__ import annotations
 
 import dataclasses
+import json
 import pathlib
 from collections.abc import Mapping, Sequence
-from types import ModuleType
 from typing import Any
 
 from jaxrl import algorithms
@@ -22,16 +22,17 @@ from jaxrl.training.driver import train as _train
 RUN_FIELDS = tuple(f.name for f in dataclasses.fields(RunConfig))
 
 
-def default_env(module: ModuleType) -> str:
+def default_env(module: Any) -> str:
     """The environment an algorithm trains on when none is given: its config's `env`
-    default (CartPole-v1 for the discrete-action algorithms, Pendulum-v1 for SAC and TD3)."""
+    default (CartPole-v1 for the discrete-action algorithms, Pendulum-v1 for SAC and TD3).
+    `module` is a registry entry (`jaxrl.algorithms.get`)."""
     return module.Config().env
 
 
-def uses_env(module: ModuleType) -> bool:
-    """Whether the algorithm trains in an environment (its config has an `env` field);
-    language-model algorithms train on a task instead."""
-    return "env" in {f.name for f in dataclasses.fields(module.Config)}
+def uses_env(module: Any) -> bool:
+    """Whether the algorithm trains in an environment: its declared `trains_on` is
+    "env" (language-model algorithms train on a task). `module` is a registry entry."""
+    return module.trains_on == "env"
 
 
 def make_config(
@@ -41,20 +42,20 @@ def make_config(
     **overrides: Any,
 ) -> Any:
     """The algorithm's config: preset for `env`, then `config_file`, then `overrides`."""
-    module = algorithms.get(algorithm)
+    entry = algorithms.get(algorithm)
     file_values = cfg.load_file(config_file) if config_file else {}
-    if uses_env(module):
-        env = env or file_values.pop("env", None) or default_env(module)
+    if uses_env(entry):
+        env = env or file_values.pop("env", None) or default_env(entry)
         file_values.pop("env", None)
         _check_env(env)
-        config = module.default_config(env)
+        config = entry.default_config(env)
     else:
         if env is not None:
             raise cfg.ConfigError(
-                f"invalid env={env!r}: {algorithm} trains on a task, not an environment "
-                "(see its --task)"
+                f"invalid env={env!r}: {algorithm} trains on a {entry.trains_on}, not an "
+                "environment (see its --task)"
             )
-        config = module.default_config()
+        config = entry.default_config()
     config = cfg.replace(config, **file_values)
     return cfg.replace(config, **overrides).validate()
 
@@ -91,13 +92,22 @@ def train(
     hyperparameter may not also be given as a keyword or in `config_file`.
     `init_params` warm-starts every agent from given parameters.
 
+    `resume=True` continues the run in `run_dir` from its saved `config.json`: what is
+    not given (the environment, hyperparameters, sweep, `num_seeds`, `seed`,
+    `checkpoint_every`, `log_every`, `agent_execution`) is the saved run's, so
+    `jaxrl.train(algorithm, run_dir=d, resume=True)` continues it as
+    `jaxrl train ALGORITHM --run-dir d --resume` does; what is given must agree with
+    it (a larger `total_steps` extends the run).
+
     Example:
         >>> result = jaxrl.train("ppo", env="CartPole-v1", num_seeds=8)
         >>> result.summary["final_return_mean"]
     """
     run_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in RUN_FIELDS}
-    run_kwargs["sweep"] = cfg.parse_sweep(sweep)
     file_values = cfg.load_file(config_file) if config_file else {}
+    if run_kwargs.get("resume"):
+        env, sweep, kwargs = _resume_defaults(run_kwargs, env, sweep, kwargs, file_values)
+    run_kwargs["sweep"] = cfg.parse_sweep(sweep)
     both = sorted(set(run_kwargs["sweep"]) & (set(kwargs) | set(file_values)))
     if both:
         name = both[0]
@@ -112,6 +122,41 @@ def train(
         )
     if run_kwargs.get("run_dir") is not None:
         run_kwargs["run_dir"] = str(run_kwargs["run_dir"])
-    module = algorithms.get(algorithm)
-    algo = module.make(make_config(algorithm, env, config_file, **kwargs))
+    entry = algorithms.get(algorithm)
+    algo = entry.make(make_config(algorithm, env, config_file, **kwargs))
     return _train(algo, RunConfig(**run_kwargs), init_params=init_params)
+
+
+# Run options a resumed run keeps from its config.json unless given (agent_execution is
+# absent from older runs' config.json).
+RESUMED_RUN_FIELDS = ("num_seeds", "seed", "checkpoint_every", "log_every", "agent_execution")
+
+
+def _resume_defaults(
+    run_kwargs: dict[str, Any],
+    env: str | None,
+    sweep: Any,
+    overrides: dict[str, Any],
+    file_values: Mapping[str, Any],
+) -> tuple[str | None, Any, dict[str, Any]]:
+    """`(env, sweep, overrides)` of a resumed run: the saved run's config.json fills in
+    what neither the arguments nor the config file give (modifies `run_kwargs` the same
+    way). The driver then checks that what was given agrees with the saved run."""
+    run_dir = run_kwargs.get("run_dir")
+    if run_dir is None:
+        raise cfg.ConfigError("invalid resume=True: needs the run_dir of the run to continue")
+    path = pathlib.Path(run_dir) / "config.json"
+    if not path.exists():
+        raise cfg.ConfigError(f"invalid resume=True: {run_dir} has no config.json to resume from")
+    saved = json.loads(path.read_text())
+    saved_config = saved["config"]
+    if env is None and "env" not in file_values:
+        env = saved_config.get("env")
+    for key in RESUMED_RUN_FIELDS:
+        if key in saved["run"]:
+            run_kwargs.setdefault(key, saved["run"][key])
+    sweep = saved["run"]["sweep"] if sweep is None else sweep
+    swept = set(cfg.parse_sweep(sweep))  # their saved single values are not overrides
+    given = swept | set(file_values) | {"env"}
+    defaults = {k: v for k, v in saved_config.items() if k not in given}
+    return env, sweep, {**defaults, **overrides}

@@ -133,7 +133,11 @@ def _build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     p_plot.add_argument(
         "-o", "--output", help="image file (default: curves.png in the first run directory)"
     )
-    p_plot.add_argument("--metric", default="episode_return", help="metrics.jsonl field to plot")
+    p_plot.add_argument(
+        "--metric",
+        help="metrics.jsonl field to plot (default: the algorithm's headline metric, e.g. "
+        "episode_return)",
+    )
     p_plot.add_argument("--force", action="store_true", help="overwrite an existing --output")
     p_plot.set_defaults(handler=_cmd_plot)
     return parser
@@ -342,28 +346,12 @@ def _cmd_train(args: argparse.Namespace) -> int:
                 "invalid --run-dir: a multi-process run needs an explicit --run-dir shared "
                 "by all processes"
             )
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        module = algorithms.get(algorithm)
-        if api.uses_env(module):
-            target = env or api.default_env(module)
-        elif values.get("data"):  # preference pairs from a file (dpo --data): its name
-            target = pathlib.Path(values["data"]).stem
-        else:  # a language-model algorithm: named after its task
-            target = values.get("task") or module.Config().task
+        config = api.make_config(algorithm, env, config_file, **values)
+        target = algorithms.get(algorithm).algorithm.target_name(config)
         name = str(target).replace(":", "-").replace("/", "-")
+        stamp = time.strftime("%Y%m%d-%H%M%S")
         run_kwargs["run_dir"] = str(pathlib.Path("runs") / f"{algorithm}-{name}-{stamp}")
-    if run_kwargs.get("resume"):
-        saved = _saved_config(run_kwargs["run_dir"])
-        # Resuming: the saved config is the default; explicit flags must agree with it.
-        if "env" in saved["config"]:
-            env = env or saved["config"]["env"]
-        for key in ("num_seeds", "seed", "checkpoint_every", "log_every", "agent_execution"):
-            if key in saved["run"]:  # agent_execution: absent from older runs' config.json
-                run_kwargs.setdefault(key, saved["run"][key])
-        sweep = saved["run"]["sweep"] if sweep is None else sweep
-        swept = set(cfg.parse_sweep(sweep))  # their saved single values are not flags
-        defaults = {k: v for k, v in saved["config"].items() if k != "env" and k not in swept}
-        values = {**defaults, **values}
+    # --resume: jaxrl.train fills in what is not given from the run's config.json.
     result = jaxrl.train(
         algorithm, env, config_file=config_file, sweep=sweep, **run_kwargs, **values
     )
@@ -425,13 +413,6 @@ def _print_summary(summary: dict[str, Any]) -> None:
         print("  sweep point " + json.dumps(point))
 
 
-def _saved_config(run_dir: str) -> dict[str, Any]:
-    path = pathlib.Path(run_dir) / "config.json"
-    if not path.exists():
-        raise cfg.ConfigError(f"invalid --resume: {run_dir} has no config.json")
-    return json.loads(path.read_text())
-
-
 def _cmd_eval(args: argparse.Namespace) -> int:
     import jax
 
@@ -439,35 +420,40 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
     algo, state, resolved = load_run(args.run_dir)
     result = algo.evaluate(state, jax.random.key(args.seed), args.episodes)
-    report = _eval_report(result, resolved, args.episodes)
+    report = _eval_report(type(algo), result, resolved, args.episodes)
     print(json.dumps(report))
     (pathlib.Path(args.run_dir) / "eval.json").write_text(json.dumps(report, indent=2) + "\n")
     return 0
 
 
-def _eval_report(result: dict[str, Any], resolved: dict[str, Any], episodes: int) -> dict:
+def _eval_report(
+    algorithm: type, result: dict[str, Any], resolved: dict[str, Any], episodes: int
+) -> dict:
     """eval.json: per agent and, with a sweep, per sweep point (mean/std over its seeds).
 
-    `result` comes from `algo.evaluate`: `returns` (agents, episodes) for control
-    algorithms, or per-agent scalars (e.g. `accuracy`) for language models.
+    `result` comes from `algo.evaluate`; the report leads with the algorithm's declared
+    `eval_metric` (named `eval_name` in eval.json): per-agent scalars (e.g. an LM's
+    `eval_accuracy`), or per-episode values (agents, episodes) averaged per agent (the
+    environment algorithms' `returns`, reported as `return`).
     """
     import numpy as np
 
+    from jaxrl.training.contract import TARGET_FIELDS, declared
     from jaxrl.training.driver import mean_std
 
-    if "returns" in result:
-        name, per_agent = "return", np.asarray(result["returns"], np.float64).mean(axis=1)
-    else:
-        name, value = next(iter(result.items()))
-        per_agent = np.asarray(value, np.float64).reshape(-1)
-    target = "env" if "env" in resolved["config"] else "task"
+    metric = declared(algorithm, "eval_metric")
+    name = algorithm.eval_name or metric
+    values = np.asarray(result[metric], np.float64)
+    per_episode = values.ndim == 2
+    per_agent = values.mean(axis=1) if per_episode else values.reshape(-1)
+    trains_on = declared(algorithm, "trains_on")
     report: dict[str, Any] = {
-        target: resolved["config"].get(target),
+        trains_on: resolved["config"].get(TARGET_FIELDS[trains_on]),
         **mean_std(per_agent, name),
         f"{name}_per_agent": [float(x) for x in per_agent],
     }
     grid = cfg.expand_grid(cfg.parse_sweep(resolved["run"].get("sweep") or {}))
-    if "returns" in result:
+    if per_episode:
         report["episodes_per_agent"] = episodes
     if len(grid) > 1:
         s = resolved["run"]["num_seeds"]

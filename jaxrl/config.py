@@ -1,10 +1,11 @@
 """Config utilities shared by algorithms: validation, sweeps and file loading.
 
-An algorithm's config is a frozen dataclass. Fields listed in its
-`SWEEPABLE` tuple are numeric hyperparameters that become pytree leaves of
-the training state (`HyperParams`), so one compiled program can `vmap` over
-several values of them; every other field is static structure (shapes,
-network sizes, flags) fixed at compile time.
+An algorithm's config is a frozen dataclass. Fields listed in the algorithm's
+`sweepable` are numeric hyperparameters that become pytree leaves of the
+training state (`HyperParams`, made by `make_hyperparams_class` and filled by
+`hyperparams_from`; `Algorithm.hyperparams` does both), so one compiled program
+can `vmap` over several values of them; every other field is static structure
+(shapes, network sizes, flags) fixed at compile time.
 """
 
 from __future__ import annotations

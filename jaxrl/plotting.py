@@ -1,4 +1,10 @@
-"""Learning-curve plots from run directories (matplotlib, an optional dependency)."""
+"""Learning-curve plots from run directories (matplotlib, an optional dependency).
+
+By default a run's curve is its algorithm's declared `headline_metric` (episode return
+in an environment, accuracy on a language-model task) against its progress unit
+(environment steps, samples); both come from the algorithm's class through the
+registry, not from guesses about its config.
+"""
 
 from __future__ import annotations
 
@@ -8,32 +14,39 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from jaxrl import algorithms
+from jaxrl import config as cfg
+from jaxrl.training.contract import TARGET_FIELDS
+
 
 def load_curves(
-    run_dir: str | pathlib.Path, metric: str = "episode_return"
+    run_dir: str | pathlib.Path, metric: str | None = None
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per sweep point: `(env_steps (N,), values (N, seeds))` read from metrics.jsonl."""
+    """Per sweep point: `(progress (N,), values (N, seeds))` read from metrics.jsonl.
+
+    `metric` defaults to the algorithm's `headline_metric`; progress is counted in its
+    `progress_unit` (per agent)."""
     run_dir = pathlib.Path(run_dir)
     resolved = json.loads((run_dir / "config.json").read_text())
+    entry = algorithms.get(resolved["algorithm"])
+    metric = metric or entry.headline_metric
+    unit = entry.algorithm.progress_unit
     rows = [
         json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line
     ]
     if not rows:
         raise ValueError(f"{run_dir}: metrics.jsonl is empty")
-    if metric not in rows[0]:
-        from jaxrl.config import ConfigError  # a ValueError that the CLI reports as a usage error
-
+    if metric not in rows[0]:  # a ConfigError: the CLI reports it as a usage error
         available = sorted(k for k, v in rows[0].items() if isinstance(v, list))
-        raise ConfigError(f"unknown metric {metric!r}; available: {available}")
-    steps = np.asarray([r["env_steps"] for r in rows], dtype=np.float64)
+        raise cfg.ConfigError(f"unknown metric {metric!r}; available: {available}")
+    steps = np.asarray([r[unit] for r in rows], dtype=np.float64)
     values = np.asarray(
         [[np.nan if v is None else v for v in r[metric]] for r in rows], dtype=np.float64
     )
-    from jaxrl import config as cfg
-
     grid = cfg.expand_grid(cfg.parse_sweep(resolved["run"].get("sweep") or {}))
     seeds = resolved["run"]["num_seeds"]
-    label = f"{resolved['algorithm']} {resolved['config']['env']} ({run_dir.name})"
+    target = resolved["config"].get(TARGET_FIELDS[entry.trains_on])
+    label = f"{resolved['algorithm']} {target} ({run_dir.name})"
     curves = {}
     for g, point in enumerate(grid):
         suffix = " ".join(f"{k}={v:g}" for k, v in point.items())
@@ -44,9 +57,10 @@ def load_curves(
 def plot_runs(
     run_dirs: Sequence[str | pathlib.Path],
     output: str | pathlib.Path,
-    metric: str = "episode_return",
+    metric: str | None = None,
 ) -> None:
-    """Plots the mean over seeds with a +-1 std band (and min/max as thin lines)."""
+    """Plots the mean over seeds with a +-1 std band; `metric` defaults to each run's
+    headline metric (`load_curves`)."""
     try:
         import matplotlib
 
@@ -55,14 +69,17 @@ def plot_runs(
     except ImportError as err:
         raise ImportError("plotting needs matplotlib: pip install matplotlib") from err
     fig, ax = plt.subplots(figsize=(7, 4.5))
+    first = json.loads((pathlib.Path(run_dirs[0]) / "config.json").read_text())["algorithm"]
+    entry = algorithms.get(first)
     for run_dir in run_dirs:
         for label, (steps, values) in load_curves(run_dir, metric).items():
             with np.errstate(all="ignore"):
                 mean, std = np.nanmean(values, axis=1), np.nanstd(values, axis=1)
             (line,) = ax.plot(steps, mean, label=f"{label} (n={values.shape[1]})")
             ax.fill_between(steps, mean - std, mean + std, color=line.get_color(), alpha=0.2)
-    ax.set_xlabel("environment steps (per agent)")
-    ax.set_ylabel(metric.replace("_", " "))
+    unit = entry.algorithm.progress_unit.replace("env_steps", "environment steps")
+    ax.set_xlabel(f"{unit.replace('_', ' ')} (per agent)")
+    ax.set_ylabel((metric or entry.headline_metric).replace("_", " "))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()

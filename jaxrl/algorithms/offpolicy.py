@@ -45,7 +45,7 @@ from jaxrl import acting, envs, prng
 from jaxrl import config as cfg
 from jaxrl.replay import buffer, nstep, prioritised
 from jaxrl.replay.nstep import NStepBatch, Transition
-from jaxrl.training.contract import Algorithm
+from jaxrl.training.contract import EnvironmentAlgorithm
 
 ACTION_KINDS = ("discrete", "continuous")
 
@@ -183,7 +183,7 @@ class OffPolicyState:
     hparams: Any  # the algorithm's sweepable hyperparameters as float32 leaves
 
 
-class OffPolicy(Algorithm):
+class OffPolicy(EnvironmentAlgorithm):
     """A replay-based agent with a fused step (see the module docstring).
 
     Subclasses set `name`, `sweepable` (it must contain `gamma`: n-step targets read

@@ -4,7 +4,8 @@
 and `\\boxed{}`, format regex, length penalty, the task's `is_correct`, user callables),
 `compose`, the name registry `make_reward("correct+0.1*format", task)` and `score`, which
 counts and logs failing blocks instead of raising. `sandbox.py`: runs model-written
-Python against tests in a resource-limited subprocess (`code_reward`); imported on use.
+Python against tests in a resource-limited subprocess (`code_reward`). `base.py`: the
+`Block` type both build.
 """
 
 from .blocks import (

@@ -38,25 +38,10 @@ from jaxrl.config import ConfigError
 from jaxrl.tasks import Example, Task
 from jaxrl.tasks import exact_match as _exact_match
 
+from .base import Block, RewardFn
+from .sandbox import code_reward
+
 logger = logging.getLogger(__name__)
-
-RewardFn = Callable[[str, Example], float]
-
-
-@dataclasses.dataclass(frozen=True)
-class Block:
-    """A named reward function of one completion and its example.
-
-    `max_workers > 1` lets `score` call it on that many completions at once (threads);
-    worth it only for blocks that wait on something else, such as sandbox subprocesses.
-    """
-
-    name: str
-    fn: RewardFn
-    max_workers: int = 1
-
-    def __call__(self, completion: str, example: Example) -> float:
-        return float(self.fn(completion, example))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -208,8 +193,6 @@ def _length(arg: str) -> Block:
 
 
 def _code(arg: str) -> Block:
-    from .sandbox import code_reward  # imported only when a code reward is asked for
-
     if arg not in ("", "all"):
         raise ConfigError(f"invalid reward='code:{arg}': expected code or code:all")
     return code_reward(all_or_nothing=arg == "all")

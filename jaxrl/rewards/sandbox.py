@@ -69,7 +69,7 @@ from collections.abc import Callable, Sequence
 from jaxrl.config import ConfigError, check
 from jaxrl.tasks import Example
 
-from .blocks import Block
+from .base import Block
 
 logger = logging.getLogger(__name__)
 

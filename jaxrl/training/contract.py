@@ -9,6 +9,18 @@ here and not in the driver.
 
 What an algorithm provides
 --------------------------
+Declarations (class attributes, read by the API, CLI, summary, `jaxrl eval` and plots,
+which never guess an algorithm's family from its config fields):
+    trains_on          "env" (an environment: subclass `EnvironmentAlgorithm`), "task"
+                       (a language-model task; pairs or prompts made on the host) or
+                       "dataset" (a fixed data set: the offline family). The config names
+                       it in its `env`, `task` or `data` field (`target_name`).
+    headline_metric    the `metrics.jsonl` column that says how well training goes
+                       ("episode_return", an LM's accuracy): plotted by default and, for
+                       "episode_return", summarised as `summary.json`'s `final_return_*`.
+    eval_metric        the key of `evaluate`'s result that `jaxrl eval` leads with;
+    eval_name          and how `eval.json` names it (default: `eval_metric`).
+
 Attributes:
     name               registry name, recorded in `config.json`.
     config             the frozen, validated config dataclass.
@@ -23,7 +35,9 @@ Attributes:
 
 Methods:
     hyperparams(**overrides) -> HyperParams
-        The sweepable hyperparameters as a pytree of float32 scalars (validated).
+        The sweepable hyperparameters as a pytree of float32 scalars (validated). The
+        default reads `sweepable` off the config; override it only to derive a value
+        (SAC's `target_entropy=None` becomes `-action_dim`).
     init(key, hparams, params=None) -> State
         A pure, traceable function. `params` (host arrays or None) starts training
         from given parameters (a warm start; `load_params()` supplies them by default).
@@ -74,10 +88,9 @@ Hooks, each with a default that is today's behaviour (override what you need):
     load_params() -> params | None            the warm-start parameters passed to `init`.
     nan_metrics                               metric names whose non-finite value stops
                                               the run (default `("loss",)`).
-    eval_carry(num_episodes) / act(...)       what `jaxrl.evaluation.evaluate` needs to
-                                              roll out the policy (recurrent carry).
-    evaluate(state, key, num_episodes)        `jaxrl eval`: per-agent results; default
-                                              runs environment episodes with `act`.
+    evaluate(state, key, num_episodes)        `jaxrl eval`: per-agent results. An
+                                              `EnvironmentAlgorithm` runs episodes with
+                                              its `act` by default; others override it.
     check_resume(saved_config, reschedule)    which config changes a resumed run accepts;
                                               default: none but a larger `total_steps`
                                               (with `reschedule` if `schedule_follows_total`).
@@ -105,33 +118,67 @@ What the driver guarantees
 * Checkpoints hold the state minus `checkpoint_exclude`, as sharded arrays
   (no gather to one host), plus the host state, and a fingerprint of what they hold.
 
+Algorithms in an environment
+----------------------------
+`EnvironmentAlgorithm` declares what evaluation (and any other code that rolls out a
+policy) needs, instead of finding it by duck typing:
+    env, env_params                           the environment and its parameters.
+    act(state, obs, carry, reset, key, deterministic) -> (env_action, carry)
+                                              one agent's policy on a batch of
+                                              observations (see `act`).
+    eval_carry(num_episodes)                  the recurrent carry evaluation episodes
+                                              start from (None: feed-forward).
+
+Declaring an algorithm in one place
+-----------------------------------
+A new algorithm may declare its config class and presets on the class (`Config`,
+`presets`, next to `sweepable`); the registry (`jaxrl.algorithms`) then derives
+`default_config` and `make` from them, so its package needs no `SWEEPABLE`,
+`default_config`, `make`, `Config` alias or hyperparameter class of its own
+(`jaxrl/algorithms/a2c/` is written so).
+
 See docs/ARCHITECTURE.md for a worked example and which hooks each family uses.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+import pathlib
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import jax
 
 from jaxrl import config as cfg
+from jaxrl import envs
+from jaxrl.episodes import run_episodes
 from jaxrl.training import mesh as mesh_lib
 
 Metrics = Mapping[str, jax.Array]
 
 PROGRESS_UNITS = ("env_steps", "samples", "tokens")
 
+# What an algorithm trains on, and the config field that names it (`target_name`).
+TARGET_FIELDS = {"env": "env", "task": "task", "dataset": "data"}
+
 
 class Algorithm:
     """Base class of every algorithm: the contract's attributes and the default hooks.
 
-    Subclasses set the attributes in `__init__` (they usually depend on the config)
-    and implement `hyperparams`, `init` and either `update` (fused) or `learn`
-    (staged, optionally with `collect` and `process`).
+    Subclasses declare `trains_on` and `headline_metric` (and `eval_metric` when they
+    override `evaluate`), set the attributes in `__init__` (they usually depend on the
+    config) and implement `init` and either `update` (fused) or `learn` (staged,
+    optionally with `collect` and `process`).
     """
 
     name: ClassVar[str] = ""
+    trains_on: ClassVar[str | None] = None
+    headline_metric: ClassVar[str | None] = None
+    eval_metric: ClassVar[str | None] = None
+    eval_name: ClassVar[str | None] = None
+    # Declared by algorithms written on the lighter contract (see the module docstring).
+    Config: ClassVar[type | None] = None
+    presets: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
     config: Any
     sweepable: tuple[str, ...] = ()
     progress_unit: str = "env_steps"
@@ -143,6 +190,37 @@ class Algorithm:
     ENV_FIELDS: ClassVar[tuple[str, ...]] = ()
     checkpoint_exclude: ClassVar[tuple[str, ...]] = ()
     nan_metrics: ClassVar[tuple[str, ...]] = ("loss",)
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def default_config(cls, env: str | None = None) -> Any:
+        """The declared `Config` (not yet validated: overrides come first). Only for
+        algorithms that declare `Config`; the others' modules define `default_config`."""
+        config_cls = _declared_config(cls)
+        if env is not None:
+            raise cfg.ConfigError(
+                f"invalid env={env!r}: {cls.name} trains on a {cls.trains_on}, not an environment"
+            )
+        return config_cls()
+
+    @classmethod
+    def make(cls, config: Any) -> Algorithm:
+        """The algorithm for `config` (validated; bad input raises `ConfigError`)."""
+        return cls(config.validate())
+
+    @classmethod
+    def target_name(cls, config: Any) -> str:
+        """What a run of `config` trains on, as run directories name it: the config's
+        `env`, `task` or `data` field (`TARGET_FIELDS`; a data file by its stem)."""
+        value = str(getattr(config, TARGET_FIELDS[declared(cls, "trains_on")]))
+        return pathlib.Path(value).stem if cls.trains_on == "dataset" else value
+
+    def hyperparams(self, **overrides: float) -> Any:
+        """The sweepable hyperparameters of this config (with optional overrides,
+        validated) as float32 leaves of a `flax.struct` dataclass."""
+        config = cfg.replace(self.config, **overrides).validate() if overrides else self.config
+        fields = tuple(self.sweepable)
+        return cfg.hyperparams_from(config, _hyperparams_class(type(self).__name__, fields), fields)
 
     # ------------------------------------------------------------------ the step kind
     @property
@@ -214,13 +292,13 @@ class Algorithm:
     def load_params(self) -> Any:
         return None
 
-    def eval_carry(self, num_episodes: int) -> Any:
-        return None
-
     def evaluate(self, state: Any, key: jax.Array, num_episodes: int) -> dict[str, Any]:
-        from jaxrl.evaluation import evaluate_episodes
-
-        return evaluate_episodes(self, state, key, num_episodes)
+        """`jaxrl eval`: per-agent results (arrays with a leading agent axis), keyed by
+        name; `eval_metric` names the headline one. No default outside an environment."""
+        raise NotImplementedError(
+            f"{type(self).__name__} trains on a {self.trains_on}: it has no default "
+            "evaluate (an EnvironmentAlgorithm runs episodes); override evaluate"
+        )
 
     @property
     def schedule_follows_total(self) -> bool:
@@ -273,6 +351,133 @@ class Algorithm:
         return {}
 
 
+class EnvironmentAlgorithm(Algorithm):
+    """An algorithm that acts in an environment: declares what rolls out its policy.
+
+    Subclasses set `env` and `env_params` in `__init__` (the usual signature is
+    `__init__(config, env, env_params)`, which the default `make` calls) and implement
+    `act`; a recurrent policy also overrides `eval_carry`. `evaluate` then runs
+    evaluation episodes (`jaxrl.episodes.run_episodes`), and `jaxrl eval` reports
+    their mean return.
+    """
+
+    trains_on = "env"
+    headline_metric = "episode_return"
+    eval_metric = "returns"
+    eval_name = "return"
+    env: envs.Environment
+    env_params: Any
+
+    @classmethod
+    def default_config(cls, env: str | None = None) -> Any:
+        """The declared `Config` for `env` (default: the config's own `env`) with the
+        preset `presets[env]` applied (not yet validated: overrides come first)."""
+        config_cls = _declared_config(cls)
+        env = env or config_cls().env
+        return cfg.replace(config_cls(env=env), **cls.presets.get(env, {}))
+
+    @classmethod
+    def make(
+        cls, config: Any, env: envs.Environment | None = None, env_params: Any = None
+    ) -> EnvironmentAlgorithm:
+        """The algorithm for `config` in `config.env` (or the given environment)."""
+        if env is None:
+            env, env_params = envs.make(config.env)
+        return cls(config, env, env.default_params if env_params is None else env_params)
+
+    def act(
+        self,
+        state: Any,
+        obs: jax.Array,
+        carry: Any,
+        reset: jax.Array,
+        key: jax.Array,
+        deterministic: bool = True,
+    ) -> tuple[jax.Array, Any]:
+        """One agent's policy on a batch: `(env_action, carry)`.
+
+        `state` is one agent's training state (no agent axis), `obs` a batch of raw
+        observations `(B, ...)`, `carry` the recurrent state (None when feed-forward),
+        `reset (B,)` whether each observation starts an episode (a recurrent carry
+        restarts there), `key` the sampling key; `deterministic` takes the policy's
+        mode instead of a sample. The action is in the environment's action space.
+        Pure and traceable: evaluation vmaps and jits it.
+        """
+        raise NotImplementedError(f"{type(self).__name__} must implement act")
+
+    def eval_carry(self, num_episodes: int) -> Any:
+        """The recurrent carry `num_episodes` evaluation episodes start from (None:
+        a feed-forward policy)."""
+        return None
+
+    def evaluate(self, state: Any, key: jax.Array, num_episodes: int) -> dict[str, Any]:
+        """`{"returns": (agents, num_episodes)}`: greedy episodes with `act`."""
+        return {"returns": evaluate_policy(self, state, key, num_episodes)}
+
+
+def evaluate_policy(
+    algo: Algorithm, state: Any, key: jax.Array, num_episodes: int, deterministic: bool = True
+) -> Any:
+    """Per agent, the returns of `num_episodes` fresh episodes of `algo`'s policy,
+    shape (agents, num_episodes); raises `TypeError` unless `algo` is an
+    `EnvironmentAlgorithm` that implements `act`."""
+    check_environment_algorithm(algo)
+    return run_episodes(
+        algo.env,
+        algo.env_params,
+        algo.act,
+        algo.eval_carry,
+        state,
+        key,
+        num_episodes,
+        deterministic,
+    )
+
+
+def check_environment_algorithm(algo: Any) -> None:
+    """Fails, naming what is missing, unless `algo` declares the environment protocol."""
+    cls = type(algo)
+    if not isinstance(algo, EnvironmentAlgorithm):
+        raise TypeError(
+            f"{cls.__name__} does not act in an environment (it trains on a "
+            f"{getattr(algo, 'trains_on', None)}): episodes need an EnvironmentAlgorithm "
+            "(jaxrl.training.contract) with env, env_params and act"
+        )
+    missing = [a for a in ("env", "env_params") if not hasattr(algo, a)]
+    if cls.act is EnvironmentAlgorithm.act:
+        missing.append("act")
+    if missing:
+        raise TypeError(f"{cls.__name__} lacks {missing} of the EnvironmentAlgorithm protocol")
+
+
+def declared(cls: type, attribute: str) -> Any:
+    """The value of a declaration (`trains_on`, `headline_metric`, ...) of an algorithm
+    class; raises `TypeError` naming it when the class leaves it undeclared or invalid."""
+    value = getattr(cls, attribute, None)
+    if value is None:
+        raise TypeError(
+            f"{cls.__name__} declares no {attribute} (a class attribute; see "
+            "jaxrl/training/contract.py)"
+        )
+    if attribute == "trains_on" and value not in TARGET_FIELDS:
+        raise TypeError(f"{cls.__name__}.trains_on={value!r}: must be one of {list(TARGET_FIELDS)}")
+    return value
+
+
+def _declared_config(cls: type) -> type:
+    if cls.Config is None:
+        raise TypeError(
+            f"{cls.__name__} declares no Config: its module provides default_config and make"
+        )
+    return cls.Config
+
+
+@functools.cache
+def _hyperparams_class(algorithm: str, fields: Sequence[str]) -> type:
+    """One `HyperParams` class per algorithm and field list (pytree leaves by name)."""
+    return cfg.make_hyperparams_class(f"{algorithm}HyperParams", fields)
+
+
 def check_algorithm(algo: Any) -> None:
     """Fails early, naming what is missing, if `algo` does not follow the contract."""
     if not isinstance(algo, Algorithm):
@@ -288,6 +493,8 @@ def check_algorithm(algo: Any) -> None:
             f"{list(PROGRESS_UNITS)}"
         )
     algo.staged  # noqa: B018 - raises when neither or both step kinds are implemented
+    if isinstance(algo, EnvironmentAlgorithm):
+        check_environment_algorithm(algo)
     cls = type(algo)
     if cls.prepare is not Algorithm.prepare and cls.collect is Algorithm.collect:
         raise TypeError(f"{cls.__name__} has a prepare phase but no collect to feed")

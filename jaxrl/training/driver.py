@@ -187,9 +187,16 @@ class TrainResult:
     algorithm: Any
     run_dir: pathlib.Path | None
 
+    def curve(self, metric: str | None = None) -> np.ndarray:
+        """A logged metric per row and agent, shape (log points, agents), NaN where an
+        agent has no value; default: the algorithm's declared `headline_metric`."""
+        metric = metric or self.algorithm.headline_metric
+        return np.asarray([row[metric] for row in self.metrics], dtype=np.float64)
+
     def returns(self) -> np.ndarray:
-        """Episode-return curve, shape (log points, agents)."""
-        return np.asarray([row["episode_return"] for row in self.metrics], dtype=np.float64)
+        """The headline metric's curve: the episode return, for an algorithm in an
+        environment (`curve()`)."""
+        return self.curve()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -952,7 +959,7 @@ def _summary(
     }
     if tokens and elapsed:
         summary["tokens_per_second"] = tokens / elapsed
-    if history and "episode_return" in history[-1]:
+    if history and algo.headline_metric == "episode_return":
         summary.update(final_returns_summary(history, algo.num_updates, agents))
     return summary
 

@@ -335,6 +335,55 @@ def test_leftover_temporary_checkpoint_is_ignored(copy_run, restore_target):
     assert checkpoint_steps(run_dir) == REFERENCE_STEPS
 
 
+# ---------------------------------------------------------------- resuming from config.json
+def _interrupt_after(run_dir: pathlib.Path, update: int) -> None:
+    """Leaves `run_dir` as a run killed after its checkpoint of `update` (later
+    checkpoints and summary.json gone; later metrics rows are dropped on resume)."""
+    for step in (run_dir / "checkpoints").iterdir():
+        if step.name.isdigit() and int(step.name) > update:
+            shutil.rmtree(step)
+    (run_dir / "summary.json").unlink()
+
+
+def test_api_resume_with_only_run_dir_continues_as_saved(copy_run, reference_run):
+    """`jaxrl.train("ppo", run_dir=d, resume=True)`: the hyperparameters, sweep,
+    num_seeds, seed and checkpoint_every come from d/config.json, as with the CLI."""
+    run_dir = copy_run()
+    _interrupt_after(run_dir, 24)
+    result = jaxrl.train("ppo", run_dir=run_dir, resume=True, progress=False)
+    assert (
+        result.summary["params_fingerprint"]
+        == (json.loads((reference_run / "summary.json").read_text())["params_fingerprint"])
+    )
+    assert_same_result(run_dir, reference_run)
+    assert checkpoint_steps(run_dir) == REFERENCE_STEPS
+
+
+def test_cli_resume_with_only_run_dir_continues_as_saved(copy_run, reference_run):
+    run_dir = copy_run()
+    _interrupt_after(run_dir, 24)
+    assert cli.main(["train", "ppo", "--run-dir", str(run_dir), "--resume", "--no-progress"]) == 0
+    assert_same_result(run_dir, reference_run)
+    assert checkpoint_steps(run_dir) == REFERENCE_STEPS
+
+
+def test_api_resume_checks_a_config_file_against_the_saved_run(copy_run, tmp_path):
+    """A config file's values are not overridden by the saved ones: a changed value is
+    refused by name (and nothing is written)."""
+    run_dir = copy_run()
+    before = snapshot(run_dir)
+    config_file = tmp_path / "changed.toml"
+    config_file.write_text("ent_coef = 0.02\n")
+    with pytest.raises(ConfigError, match=r"ent_coef: saved 0.01, now 0.02"):
+        jaxrl.train("ppo", run_dir=run_dir, resume=True, config_file=config_file, progress=False)
+    assert snapshot(run_dir) == before
+
+
+def test_api_resume_of_a_directory_without_config_json_fails(tmp_path):
+    with pytest.raises(ConfigError, match=r"invalid resume=True: .* has no config.json"):
+        jaxrl.train("ppo", run_dir=tmp_path, resume=True, progress=False)
+
+
 # ----------------------------------------------------------------------------- refusing to resume
 @pytest.mark.parametrize(
     ("flags", "field"),

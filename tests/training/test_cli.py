@@ -341,6 +341,22 @@ def test_eval_prints_returns_and_writes_eval_json(copy_run, capsys):
     assert printed["sweep"][1]["return_agents"] == 2
 
 
+def test_eval_report_leads_with_the_declared_eval_metric():
+    """Not the first key of `evaluate`'s result: GRPO's `pass@1`, named as declared."""
+    from jaxrl.algorithms.grpo import GRPO
+
+    resolved = {"config": {"task": "addition"}, "run": {"num_seeds": 2, "sweep": {}}}
+    result = {"response_length_mean": np.array([7.0, 9.0]), "pass@1": np.array([0.5, 1.0])}
+    report = cli._eval_report(GRPO, result, resolved, episodes=4)
+    assert report == {
+        "task": "addition",
+        "pass@1_mean": 0.75,
+        "pass@1_std": 0.25,
+        "pass@1_agents": 2,
+        "pass@1_per_agent": [0.5, 1.0],
+    }
+
+
 def test_eval_of_a_directory_that_is_not_a_run(tmp_path, capsys):
     assert cli.main(["eval", str(tmp_path)]) == 2
     assert "not a jaxrl run directory" in capsys.readouterr().err
@@ -375,6 +391,21 @@ def test_plot_writes_a_png(reference_run, tmp_path, capsys):
         == 0
     )
     assert other.read_bytes().startswith(PNG_MAGIC)
+
+
+def test_plot_reads_the_headline_metric_and_progress_unit_by_default(reference_run):
+    from jaxrl.plotting import load_curves
+
+    rows = [json.loads(line) for line in (reference_run / "metrics.jsonl").read_text().splitlines()]
+    curves = load_curves(reference_run)
+    assert list(curves) == [
+        f"ppo CartPole-v1 ({reference_run.name}) lr=0.001",
+        f"ppo CartPole-v1 ({reference_run.name}) lr=0.0003",
+    ]
+    steps, values = curves[f"ppo CartPole-v1 ({reference_run.name}) lr=0.0003"]
+    np.testing.assert_array_equal(steps, [r["env_steps"] for r in rows])
+    expected = [[np.nan if v is None else v for v in r["episode_return"][2:]] for r in rows]
+    np.testing.assert_array_equal(values, expected)
 
 
 def test_plot_unknown_metric(reference_run, tmp_path, capsys):

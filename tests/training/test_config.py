@@ -117,9 +117,9 @@ def test_unknown_env_lists_registered_ids():
 def test_unknown_algorithm_lists_the_registered_names():
     from jaxrl import algorithms
 
-    expected = re.escape(f"unknown algorithm 'a2c'; available: {algorithms.names()}")
+    expected = re.escape(f"unknown algorithm 'trpo'; available: {algorithms.names()}")
     with pytest.raises(ValueError, match=expected):
-        jaxrl.make_config("a2c")
+        jaxrl.make_config("trpo")
     assert {"ppo", "sft", "grpo"} <= set(algorithms.names())
 
 

@@ -3,7 +3,9 @@
 Two toy algorithms without an environment, each a few lines, exercise what the
 driver promises every algorithm: a fused one (`update`) and a staged one
 (`process` on the host with a data cursor, then a jitted `learn`). Both fit
-`y = 3x - 1` by SGD, so they compile in a second.
+`y = 3x - 1` by SGD, so they compile in a second; their `hyperparams` is the
+contract's default. The declarations the layers above the driver read, and the
+environment protocol, have tests of their own (below the resume tests).
 """
 
 from __future__ import annotations
@@ -19,13 +21,19 @@ import optax
 import pytest
 from flax import struct
 
+from jaxrl import algorithms, envs, evaluation
 from jaxrl import config as cfg
 from jaxrl.training import driver
 from jaxrl.training.checkpoint import tree_fingerprint
-from jaxrl.training.contract import Algorithm, check_algorithm
+from jaxrl.training.contract import (
+    TARGET_FIELDS,
+    Algorithm,
+    EnvironmentAlgorithm,
+    check_algorithm,
+    check_environment_algorithm,
+    declared,
+)
 from jaxrl.training.driver import RunConfig
-
-HParams = cfg.make_hyperparams_class("ToyHParams", ("lr",))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,10 +69,6 @@ class _Toy(Algorithm):
         self.steps_per_update = config.batch_size
         self.num_updates = config.total_steps // config.batch_size
         self.frozen_scale = frozen_scale
-
-    def hyperparams(self, **overrides: float) -> Any:
-        config = cfg.replace(self.config, **overrides).validate()
-        return cfg.hyperparams_from(config, HParams, self.sweepable)
 
     def init(self, key: jax.Array, hparams: Any, params: Any = None) -> ToyState:
         key, k_init = jax.random.split(key)
@@ -299,6 +303,71 @@ def test_contract_violations_fail_early():
 
     with pytest.raises(TypeError, match="prepare phase but no collect"):
         check_algorithm(PrepareOnly(ToyConfig()))
+
+
+# ----------------------------------------------------------------------------- declarations
+def test_default_hyperparams_come_from_sweepable_and_are_validated():
+    algo = FusedToy(ToyConfig(lr=0.5))
+    hp = algo.hyperparams()
+    assert type(hp).__name__ == "FusedToyHyperParams"
+    assert jax.tree.leaves(hp) == [jnp.float32(0.5)] and hp.lr.dtype == jnp.float32
+    assert float(algo.hyperparams(lr=0.25).lr) == 0.25
+    assert type(algo.hyperparams()) is type(hp)  # one class: stacked agents share a treedef
+    with pytest.raises(cfg.ConfigError, match=r"invalid lr=-1.0: must be > 0"):
+        algo.hyperparams(lr=-1.0)
+
+
+@pytest.mark.parametrize("name", algorithms.names())
+def test_every_registered_algorithm_declares_what_the_layers_above_read(name):
+    entry = algorithms.get(name)
+    cls = entry.algorithm
+    assert cls.name == name
+    assert entry.trains_on in TARGET_FIELDS
+    assert isinstance(entry.headline_metric, str) and entry.headline_metric
+    assert (entry.trains_on == "env") == issubclass(cls, EnvironmentAlgorithm)
+    field = TARGET_FIELDS[entry.trains_on]
+    assert field in {f.name for f in dataclasses.fields(entry.Config)}
+    if cls.evaluate is not EnvironmentAlgorithm.evaluate:  # evaluates itself: says what
+        assert isinstance(cls.eval_metric, str) and cls.eval_metric
+
+
+def test_an_undeclared_algorithm_is_refused_naming_the_declaration():
+    class Undeclared(FusedToy):
+        pass
+
+    with pytest.raises(TypeError, match=r"Undeclared declares no trains_on"):
+        declared(Undeclared, "trains_on")
+
+    class Misdeclared(FusedToy):
+        trains_on = "environment"
+
+    with pytest.raises(TypeError, match=r"trains_on='environment': must be one of"):
+        declared(Misdeclared, "trains_on")
+
+
+def test_episodes_need_the_environment_protocol():
+    state = FusedToy(ToyConfig()).init(jax.random.key(0), FusedToy(ToyConfig()).hyperparams())
+    with pytest.raises(TypeError, match=r"FusedToy does not act in an environment"):
+        evaluation.evaluate_episodes(FusedToy(ToyConfig()), state, jax.random.key(0), 1)
+    with pytest.raises(NotImplementedError, match=r"no default evaluate"):
+        FusedToy(ToyConfig()).evaluate(state, jax.random.key(0), 1)
+
+    class NoAct(EnvironmentAlgorithm):
+        name = "no-act"
+        config, steps_per_update, num_updates = ToyConfig(), 1, 1
+
+        def __init__(self, env, env_params):
+            self.env, self.env_params = env, env_params
+
+        def update(self, state):
+            return state, {}
+
+    algo = NoAct(*envs.make("CartPole-v1"))
+    with pytest.raises(TypeError, match=r"NoAct lacks \['act'\] of the EnvironmentAlgorithm"):
+        check_algorithm(algo)
+    del algo.env_params
+    with pytest.raises(TypeError, match=r"NoAct lacks \['env_params', 'act'\]"):
+        check_environment_algorithm(algo)
 
 
 def test_warm_start_params_are_used_by_every_agent():

@@ -29,6 +29,8 @@ class C51(DQN):
     """C51 for one environment and one static config: a fused-step algorithm."""
 
     name = "c51"
+    trains_on = "env"
+    headline_metric = "episode_return"
 
     def __init__(self, config: C51Config, env: envs.Environment, env_params: Any):
         super().__init__(config, env, env_params)

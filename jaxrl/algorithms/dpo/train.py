@@ -33,6 +33,7 @@ too when the run started from a `model`), and exports agent 0's model like SFT.
 from __future__ import annotations
 
 import dataclasses
+import pathlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -42,7 +43,6 @@ import numpy as np
 import optax
 from flax import struct
 
-from jaxrl import config as cfg
 from jaxrl import tasks
 from jaxrl.algorithms.lm_common import LMAlgorithm, TokenMean, agent, encode_rows
 from jaxrl.lm import Transformer, apply_lora, merge_lora, token_logprobs
@@ -51,7 +51,6 @@ from jaxrl.tasks import preferences
 from . import losses
 from .config import SWEEPABLE, DPOConfig
 
-DPOHyperParams = cfg.make_hyperparams_class("DPOHyperParams", SWEEPABLE)
 HEAD = "value_head"  # the reward model's head (a top-level module of the model params)
 
 
@@ -69,9 +68,17 @@ class DPO(LMAlgorithm):
     """Preference optimisation of a causal LM, or a reward model (see the module docstring)."""
 
     name = "dpo"
+    trains_on = "task"
+    headline_metric = "reward_accuracy"
+    eval_metric = "reward_accuracy"
     sweepable = SWEEPABLE
     progress_unit = "samples"
     checkpoint_exclude = ("base_params", "ref_params")
+
+    @classmethod
+    def target_name(cls, config: DPOConfig) -> str:
+        """Runs on a preference file are named after it (its stem), others after the task."""
+        return pathlib.Path(config.data).stem if config.data else config.task
 
     def __init__(self, config: DPOConfig):
         super().__init__(config)
@@ -108,11 +115,6 @@ class DPO(LMAlgorithm):
         return preferences.PairFile(config.data, config.num_eval, config.split_seed)
 
     # ------------------------------------------------------------------ construction
-    def hyperparams(self, **overrides: float) -> Any:
-        """Sweepable hyperparameters of this config, with optional overrides."""
-        config = cfg.replace(self.config, **overrides).validate() if overrides else self.config
-        return cfg.hyperparams_from(config, DPOHyperParams, SWEEPABLE)
-
     def init(self, key: jax.Array, hparams: Any, params: Any = None) -> DPOState:
         """The model from `params` (a warm start, e.g. an SFT run) or from `key`; LoRA
         adapters from `key` on top of it (a reward model also trains its value head);

@@ -38,8 +38,6 @@ from . import losses
 from .config import SWEEPABLE, DQNConfig, QLearningConfig
 from .networks import QNetwork
 
-QHyperParams = cfg.make_hyperparams_class("QHyperParams", SWEEPABLE)
-
 
 @struct.dataclass
 class QLearner:
@@ -53,10 +51,12 @@ class DQN(OffPolicy):
     """DQN for one environment and one static config: a fused-step algorithm.
 
     Static structure (shapes, network, flags) lives on this object; everything numeric
-    that changes or may be swept lives in `OffPolicyState` (`hparams`: `QHyperParams`).
+    that changes or may be swept lives in `OffPolicyState` (`hparams`: `DQNHyperParams`).
     """
 
     name = "dqn"
+    trains_on = "env"
+    headline_metric = "episode_return"
     sweepable = SWEEPABLE
     action_kind = "discrete"
 
@@ -86,11 +86,6 @@ class DQN(OffPolicy):
         return decays or (c.prioritised and c.importance_exponent < 1.0)
 
     # ------------------------------------------------------------------ construction
-    def hyperparams(self, **overrides: float) -> Any:
-        """Sweepable hyperparameters of this config, with optional overrides."""
-        config = cfg.replace(self.config, **overrides).validate() if overrides else self.config
-        return cfg.hyperparams_from(config, QHyperParams, SWEEPABLE)
-
     def init_learner(self, key: jax.Array, hparams: Any, params: Any) -> tuple[Any, QLearner]:
         """Fresh parameters (or the given ones), the target network as their copy, and
         Adam's state."""

@@ -36,14 +36,12 @@ from jaxrl import config as cfg
 from jaxrl.algorithms.offpolicy import learn_when
 from jaxrl.replay import buffer
 from jaxrl.returns import lambda_returns
-from jaxrl.training.contract import Algorithm
+from jaxrl.training.contract import EnvironmentAlgorithm
 
 from . import losses, tricks
 from .config import SWEEPABLE, DreamerConfig
 from .losses import Sequences
 from .networks import Actor, TwoHotHead, WorldModel, sample_action, sample_latent
-
-DreamerHyperParams = cfg.make_hyperparams_class("DreamerHyperParams", SWEEPABLE)
 
 
 @struct.dataclass
@@ -73,10 +71,12 @@ class DreamerState:
     hparams: Any  # DreamerHyperParams
 
 
-class Dreamer(Algorithm):
+class Dreamer(EnvironmentAlgorithm):
     """A world-model agent for one environment and one static config (fused step)."""
 
     name = "dreamer"
+    trains_on = "env"
+    headline_metric = "episode_return"
     sweepable = SWEEPABLE
     progress_unit = "env_steps"
     ENV_FIELDS = ("env_state", "obs", "is_first", "policy_carry", "episodes")
@@ -121,11 +121,6 @@ class Dreamer(Algorithm):
         self.bins = tricks.twohot_bins(c.num_bins)
 
     # ------------------------------------------------------------------ construction
-    def hyperparams(self, **overrides: float) -> Any:
-        """Sweepable hyperparameters of this config, with optional overrides."""
-        config = cfg.replace(self.config, **overrides).validate() if overrides else self.config
-        return cfg.hyperparams_from(config, DreamerHyperParams, SWEEPABLE)
-
     def init_params(self, key: jax.Array) -> dict[str, Any]:
         k_wm, k_actor, k_critic = prng.split(key, 3)
         features = jnp.zeros((1, self.world_model.feature_size))

@@ -51,7 +51,6 @@ import numpy as np
 import optax
 from flax import struct
 
-from jaxrl import config as cfg
 from jaxrl import prng, tasks
 from jaxrl.algorithms.lm_common import (
     LMAlgorithm,
@@ -72,8 +71,6 @@ logger = logging.getLogger(__name__)
 # Updates in a row with all-equal rewards in every group before `_warn_if_stalled` warns.
 STALL_UPDATES = 20
 
-GRPOHyperParams = cfg.make_hyperparams_class("GRPOHyperParams", SWEEPABLE)
-
 
 @struct.dataclass
 class GRPOState:
@@ -90,6 +87,9 @@ class GRPO(LMAlgorithm):
     """Token-rollout RL of a causal LM on a task (see the module docstring)."""
 
     name = "grpo"
+    trains_on = "task"
+    headline_metric = "accuracy"
+    eval_metric = "pass@1"
     sweepable = SWEEPABLE
     progress_unit = "samples"
     checkpoint_exclude = ("base_params", "ref_params")
@@ -137,11 +137,6 @@ class GRPO(LMAlgorithm):
         return prompt_len, answer_len
 
     # ------------------------------------------------------------------ construction
-    def hyperparams(self, **overrides: float) -> Any:
-        """Sweepable hyperparameters of this config, with optional overrides."""
-        config = cfg.replace(self.config, **overrides).validate() if overrides else self.config
-        return cfg.hyperparams_from(config, GRPOHyperParams, SWEEPABLE)
-
     def init(self, key: jax.Array, hparams: Any, params: Any = None) -> GRPOState:
         """The policy from `params` (a warm start, normally an SFT run) or from `key`;
         with a KL term and no LoRA, a frozen copy of it as the reference."""

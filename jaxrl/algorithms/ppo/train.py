@@ -24,13 +24,11 @@ from jaxrl import acting, envs, prng
 from jaxrl import config as cfg
 from jaxrl.returns import bootstrap_truncated_rewards, gae
 from jaxrl.running_stats import RunningStats, init_stats, normalize
-from jaxrl.training.contract import Algorithm
+from jaxrl.training.contract import EnvironmentAlgorithm
 
 from . import losses
 from .config import GRAD_CLIPS, SWEEPABLE, PPOConfig
 from .networks import ActorCritic, RecurrentActorCritic
-
-PPOHyperParams = cfg.make_hyperparams_class("PPOHyperParams", SWEEPABLE)
 
 
 @struct.dataclass
@@ -63,7 +61,7 @@ class Transition:
     reset: jax.Array  # this step starts a new episode (recurrent carry reset)
 
 
-class PPO(Algorithm):
+class PPO(EnvironmentAlgorithm):
     """PPO for one environment and one static config: a fused-step algorithm
     (`jaxrl/training/contract.py`).
 
@@ -72,6 +70,8 @@ class PPO(Algorithm):
     """
 
     name = "ppo"
+    trains_on = "env"
+    headline_metric = "episode_return"
     sweepable = SWEEPABLE
     progress_unit = "env_steps"
     # State fields with a per-environment leading axis (sharded over devices
@@ -129,11 +129,6 @@ class PPO(Algorithm):
         return self.config.anneal_lr
 
     # ------------------------------------------------------------------ construction
-    def hyperparams(self, **overrides: float) -> Any:
-        """Sweepable hyperparameters of this config, with optional overrides."""
-        config = cfg.replace(self.config, **overrides).validate() if overrides else self.config
-        return cfg.hyperparams_from(config, PPOHyperParams, SWEEPABLE)
-
     def init(self, key: jax.Array, hparams: Any, params: Any = None) -> PPOState:
         """The initial state; `params` (same tree as the network's) warm-starts the policy.
         The key is split the same way either way, so the rollout's stream is unchanged."""

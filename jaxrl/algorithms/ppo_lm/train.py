@@ -39,7 +39,6 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl import config as cfg
 from jaxrl.algorithms.grpo import losses
 from jaxrl.algorithms.grpo.train import GRPO, GRPOState
 from jaxrl.algorithms.lm_common import TokenMean
@@ -48,8 +47,6 @@ from jaxrl.algorithms.sft.losses import masked_token_mean
 from jaxrl.lm import Transformer, apply_lora, init_lora
 
 from .config import SWEEPABLE, PPOLMConfig
-
-PPOLMHyperParams = cfg.make_hyperparams_class("PPOLMHyperParams", SWEEPABLE)
 
 
 @struct.dataclass
@@ -62,6 +59,9 @@ class PPOLM(GRPO):
     """PPO with a critic for a causal LM on a task (see the module docstring)."""
 
     name = "ppo-lm"
+    trains_on = "task"
+    headline_metric = "accuracy"
+    eval_metric = "pass@1"
     sweepable = SWEEPABLE
 
     def __init__(self, config: PPOLMConfig):
@@ -70,11 +70,6 @@ class PPOLM(GRPO):
         self.critic = Transformer(critic_config, remat=self.config.remat)
 
     # ------------------------------------------------------------------ construction
-    def hyperparams(self, **overrides: float) -> Any:
-        """Sweepable hyperparameters of this config, with optional overrides."""
-        config = cfg.replace(self.config, **overrides).validate() if overrides else self.config
-        return cfg.hyperparams_from(config, PPOLMHyperParams, SWEEPABLE)
-
     def init(self, key: jax.Array, hparams: Any, params: Any = None) -> PPOLMState:
         """GRPO's policy (and reference) from the same key, so a GRPO and a PPO-LM run
         of one seed sample the same first completions, and the critic beside it."""

@@ -24,13 +24,11 @@ from flax import struct
 from jaxrl import acting, envs, prng
 from jaxrl import config as cfg
 from jaxrl.algorithms.qlearning import epsilon_greedy, linear_epsilon, resolve_torso
-from jaxrl.training.contract import Algorithm
+from jaxrl.training.contract import EnvironmentAlgorithm
 
 from . import losses
 from .config import SWEEPABLE, PQNConfig
 from .networks import QNetwork
-
-PQNHyperParams = cfg.make_hyperparams_class("PQNHyperParams", SWEEPABLE)
 
 
 @struct.dataclass
@@ -57,7 +55,7 @@ class Transition:
     max_q: jax.Array  # max_a Q(obs, a) under the rollout's parameters
 
 
-class PQN(Algorithm):
+class PQN(EnvironmentAlgorithm):
     """PQN for one environment and one static config: a fused-step algorithm
     (`jaxrl/training/contract.py`).
 
@@ -66,6 +64,8 @@ class PQN(Algorithm):
     """
 
     name = "pqn"
+    trains_on = "env"
+    headline_metric = "episode_return"
     sweepable = SWEEPABLE
     progress_unit = "env_steps"
     # State fields with a per-environment leading axis (sharded over devices when the
@@ -101,11 +101,6 @@ class PQN(Algorithm):
         return c.anneal_lr or (c.eps_fraction > 0 and c.eps_end != c.eps_start)
 
     # ------------------------------------------------------------------ construction
-    def hyperparams(self, **overrides: float) -> Any:
-        """Sweepable hyperparameters of this config, with optional overrides."""
-        config = cfg.replace(self.config, **overrides).validate() if overrides else self.config
-        return cfg.hyperparams_from(config, PQNHyperParams, SWEEPABLE)
-
     def init(self, key: jax.Array, hparams: Any, params: Any = None) -> PQNState:
         """The initial state; `params` (same tree as the network's) warm-starts the
         Q-network. The key is split the same way either way."""

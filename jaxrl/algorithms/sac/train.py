@@ -65,6 +65,8 @@ class SAC(OffPolicy):
     """
 
     name = "sac"
+    trains_on = "env"
+    headline_metric = "episode_return"
     sweepable = SWEEPABLE
     action_kind = "continuous"
 

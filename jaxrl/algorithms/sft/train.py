@@ -35,7 +35,6 @@ import numpy as np
 import optax
 from flax import struct
 
-from jaxrl import config as cfg
 from jaxrl import tasks
 from jaxrl.algorithms.lm_common import (
     MODEL_DIR,
@@ -51,7 +50,6 @@ from jaxrl.lm import token_logprobs
 from . import losses
 from .config import SWEEPABLE, SFTConfig
 
-SFTHyperParams = cfg.make_hyperparams_class("SFTHyperParams", SWEEPABLE)
 __all__ = ["MODEL_DIR", "SFT", "SFTState", "encode_example", "lr_schedule", "make"]
 
 
@@ -70,6 +68,9 @@ class SFT(LMAlgorithm):
     """Supervised fine-tuning of a causal LM on a task (see the module docstring)."""
 
     name = "sft"
+    trains_on = "task"
+    headline_metric = "train_accuracy"
+    eval_metric = "eval_accuracy"
     sweepable = SWEEPABLE
     progress_unit = "samples"
     checkpoint_exclude = ("base_params",)
@@ -88,11 +89,6 @@ class SFT(LMAlgorithm):
         `ConfigError` when an example does not fit `max_len` or the model's context."""
         c = self.config
         return self.fit_lengths(self.task.longest_examples(), c.max_len, f"task {c.task!r}")
-
-    def hyperparams(self, **overrides: float) -> Any:
-        """Sweepable hyperparameters of this config, with optional overrides."""
-        config = cfg.replace(self.config, **overrides).validate() if overrides else self.config
-        return cfg.hyperparams_from(config, SFTHyperParams, SWEEPABLE)
 
     def init(self, key: jax.Array, hparams: Any, params: Any = None) -> SFTState:
         """Initial state: the model from `params` (a warm start) or from `key`; LoRA adapters

@@ -25,7 +25,6 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl import config as cfg
 from jaxrl import envs, prng
 from jaxrl.acting import to_box
 from jaxrl.algorithms import offpolicy
@@ -42,8 +41,6 @@ from jaxrl.replay.nstep import NStepBatch
 
 from . import losses
 from .config import SWEEPABLE, TD3Config
-
-TD3HyperParams = cfg.make_hyperparams_class("TD3HyperParams", SWEEPABLE)
 
 
 @struct.dataclass
@@ -65,6 +62,8 @@ class TD3(OffPolicy):
     """
 
     name = "td3"
+    trains_on = "env"
+    headline_metric = "episode_return"
     sweepable = SWEEPABLE
     action_kind = "continuous"
 
@@ -75,11 +74,6 @@ class TD3(OffPolicy):
         self.critic = TwinQ(sizes, activation)
 
     # ------------------------------------------------------------------ construction
-    def hyperparams(self, **overrides: float) -> Any:
-        """Sweepable hyperparameters of this config, with optional overrides."""
-        config = cfg.replace(self.config, **overrides).validate() if overrides else self.config
-        return cfg.hyperparams_from(config, TD3HyperParams, SWEEPABLE)
-
     def init_learner(self, key: jax.Array, hparams: Any, params: Any) -> tuple[Any, TD3Learner]:
         """Fresh actor and critics (or the given ones), their copies as targets, and
         Adam states."""
