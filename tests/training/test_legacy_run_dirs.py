@@ -17,18 +17,24 @@ import shutil
 
 import pytest
 
+import jaxrl
 from jaxrl import cli
 
 LEGACY = pathlib.Path(__file__).parent / "fixtures" / "legacy_runs"
 
 
-@pytest.mark.parametrize("name", ["ppo", "grpo"])
-def test_a_run_directory_from_before_the_redesign_resumes_to_its_fingerprint(name, tmp_path):
+@pytest.mark.parametrize("name,through", [("ppo", "cli"), ("grpo", "cli"), ("ppo", "api")])
+def test_a_run_directory_from_before_the_redesign_resumes_to_its_fingerprint(
+    name, through, tmp_path
+):
     run_dir = tmp_path / name
     shutil.copytree(LEGACY / name, run_dir)
     expected = json.loads((run_dir / "expected.json").read_text())
-    args = ["train", expected["algorithm"], "--run-dir", str(run_dir), "--resume", "--no-progress"]
-    assert cli.main(args) == 0
+    if through == "cli":
+        args = ["train", expected["algorithm"], "--run-dir", str(run_dir), "--resume"]
+        assert cli.main([*args, "--no-progress"]) == 0
+    else:
+        jaxrl.train(expected["algorithm"], run_dir=run_dir, resume=True, progress=False)
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["params_fingerprint"] == expected["params_fingerprint"]
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
