@@ -8,8 +8,9 @@ epochs of `num_minibatches` minibatch gradient steps on the squared TD error. No
 replay buffer, no target network: the many parallel environments decorrelate the
 data, LayerNorm in the Q-network keeps bootstrapping stable.
 
-The targets and loss are in `losses.py`, the Q-network in `networks.py`; stepping the
-environments and the episode statistics come from `jaxrl/acting.py`.
+The Q(lambda) targets are `jaxrl.returns.q_lambda_targets`, the loss is in
+`losses.py`, the Q-network in `networks.py`; stepping the environments and the
+episode statistics come from `jaxrl/acting.py`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from flax import struct
 from jaxrl import acting, envs, prng
 from jaxrl import config as cfg
 from jaxrl.algorithms.qlearning import epsilon_greedy, linear_epsilon, resolve_torso
+from jaxrl.returns import q_lambda_targets
 from jaxrl.training.contract import Algorithm
 
 from . import losses
@@ -217,7 +219,7 @@ class PQN(Algorithm):
         c, hp = self.config, state.hparams
         epsilon = self.epsilon(state)
         state, traj, next_q, finished = self._rollout(state, epsilon)
-        targets = losses.q_lambda_targets(
+        targets = q_lambda_targets(
             traj.reward, traj.terminated, traj.truncated, next_q, hp.gamma, hp.q_lambda
         )
 
