@@ -25,6 +25,7 @@ from flax import struct
 from jaxrl import acting, envs, prng
 from jaxrl import config as cfg
 from jaxrl.algorithms.qlearning import epsilon_greedy, linear_epsilon, resolve_torso
+from jaxrl.minibatches import run_epochs
 from jaxrl.returns import q_lambda_targets
 from jaxrl.training.contract import Algorithm
 
@@ -235,21 +236,14 @@ class PQN(Algorithm):
             updates, opt_state = optimizer.update(grads, opt_state, params)
             return (optax.apply_updates(params, updates), opt_state), (loss, q_mean)
 
-        def epoch(carry, perm):
-            split = (
-                lambda x: jnp.take(x, perm, axis=0).reshape(  # noqa: E731
-                    (c.num_minibatches, -1) + x.shape[1:]
-                )
-            )
-            return jax.lax.scan(minibatch_step, carry, jax.tree.map(split, data))
-
         key, k_epochs = prng.split(state.key)
-        # Every epoch's shuffle, drawn up front: one batched sort instead of one per epoch.
-        perms = jax.vmap(jax.random.permutation, in_axes=(0, None))(
-            prng.split(k_epochs, c.num_epochs), c.batch_size
-        )
-        (params, opt_state), (loss, q_mean) = jax.lax.scan(
-            epoch, (state.params, state.opt_state), perms
+        (params, opt_state), (loss, q_mean) = run_epochs(
+            minibatch_step,
+            (state.params, state.opt_state),
+            data,
+            k_epochs,
+            num_epochs=c.num_epochs,
+            num_minibatches=c.num_minibatches,
         )
         state = state.replace(
             params=params, opt_state=opt_state, key=key, update_step=state.update_step + 1
