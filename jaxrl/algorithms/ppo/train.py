@@ -173,8 +173,8 @@ class PPO(Algorithm):
         # Built from the (possibly traced, per-seed) hyperparameters each update;
         # its state structure does not depend on their values. `optax.flatten` runs
         # clipping and Adam on one vector of all parameters instead of per leaf: for
-        # PPO's small networks the per-leaf kernels, not the arithmetic, were the cost
-        # (about 10% of an update on CPU). Same updates up to float summation order.
+        # PPO's small networks the per-leaf kernels, not the arithmetic, are the cost
+        # on CPU. Same updates up to float summation order.
         return optax.flatten(
             optax.chain(
                 clip_gradients(self.config.grad_clip, hp.max_grad_norm),
