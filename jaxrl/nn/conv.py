@@ -123,10 +123,10 @@ def patch_conv(
 
     Why: inside a `lax.scan` or `while_loop` (which is where every training step runs,
     under the driver's scan over updates) XLA's CPU backend computes a convolution's
-    gradients 10-80x slower than the same program outside a loop, while a matmul's
+    gradients many times slower than the same program outside a loop, while a matmul's
     speed does not change (`benchmarks/dreamer_conv.py --loop-length`; benchmarks/README.md,
-    "Convolutions inside a loop"). On MinAtar's 10x10 frames this form made a Dreamer
-    gradient step inside a scan 4.5x faster. No dilation and no feature groups (an error
+    "Convolutions inside a loop", which also measures a Dreamer gradient step on
+    MinAtar's 10x10 frames with each form). No dilation and no feature groups (an error
     names them). Networks use it through `Conv`.
     """
     dims = jax.lax.conv_dimension_numbers(lhs.shape, rhs.shape, dimension_numbers)
@@ -151,8 +151,8 @@ def patch_conv(
     pads = tuple(tuple(int(p) for p in pair) for pair in padding)
     patches = _patches(lhs, k, pads, strides)
     # One 2-D matmul over every output pixel (see flat_dot_general: a matmul over
-    # [B, H', W', K] made XLA CPU transpose the whole output gradient, 343 ms of a 2.5 s
-    # DreamerV3 step).
+    # [B, H', W', K] makes XLA CPU transpose the whole output gradient, a large share of
+    # a DreamerV3 step).
     dims = (((patches.ndim - 1,), (0,)), ((), ()))
     return flat_dot_general(patches, rhs.reshape(k * k * c_in, c_out), dims, precision)
 
@@ -266,8 +266,8 @@ def conv_pool(x: jax.Array, w: jax.Array, impl: str = FAST_POOL) -> jax.Array:
 def _max_of_phases(y: jax.Array) -> jax.Array:
     """`[..., 4 C] -> [..., C]`: the max over the four channel groups (the 2x2 max-pool of
     the s2d forms), as pairwise `maximum`s. `reduce_max` over an axis computes the same
-    values, but its derivative (equality masks, tie counts, a division) cost 160 ms of a
-    2.4 s DreamerV3 step on XLA CPU; `maximum`'s is one select per element."""
+    values, but its derivative (equality masks, tie counts, a division) is many times
+    dearer on XLA CPU; `maximum`'s is one select per element."""
     c = y.shape[-1] // 4
     a, b, d, e = (y[..., i * c : (i + 1) * c] for i in range(4))
     return jnp.maximum(jnp.maximum(a, b), jnp.maximum(d, e))

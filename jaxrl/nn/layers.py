@@ -45,10 +45,9 @@ def flat_dot_general(
     Same arithmetic, different program: the kernel gradient of a matmul over `[B, T, K]`
     contracts two axes of the input and of the output gradient, and XLA's CPU backend
     then transposes the whole output gradient (with the activation's derivative fused
-    into that copy) before the dot. On the GRPO benchmark's tiny Llama (64 sequences of
-    17 tokens) those copies were a third of the learning step (98.5 -> 59.7 ms flattened;
-    benchmarks/README.md, "GRPO step speed"). `jaxrl.nn.conv.patch_conv` multiplies its
-    patches with it too.
+    into that copy) before the dot. For small models those copies are a large share of
+    the learning step (measured by benchmarks/README.md, "GRPO step speed").
+    `jaxrl.nn.conv.patch_conv` multiplies its patches with it too.
     """
     (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = dimension_numbers
     dense = (

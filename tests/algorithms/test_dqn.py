@@ -13,7 +13,7 @@ from jaxrl import config as cfg
 from jaxrl import envs
 from jaxrl.algorithms import c51, dqn
 from jaxrl.algorithms.dqn import losses
-from jaxrl.algorithms.dqn.networks import QNetwork, dueling_aggregate
+from jaxrl.algorithms.qlearning import QNetwork, bootstrap_value, dueling_aggregate, next_action
 from jaxrl.replay.nstep import NStepBatch
 from jaxrl.training.driver import RunConfig, train
 
@@ -46,14 +46,14 @@ NEXT_Q_ONLINE = jnp.array([[0.0, 1.0, 4.0], [0.5, 2.0, 0.0]])
 
 
 def test_q_learning_target_takes_the_target_networks_max():
-    np.testing.assert_array_equal(losses.next_action(NEXT_Q_TARGET), [1, 0])
-    np.testing.assert_allclose(losses.bootstrap_value(NEXT_Q_TARGET), [5.0, 2.0])
+    np.testing.assert_array_equal(next_action(NEXT_Q_TARGET), [1, 0])
+    np.testing.assert_allclose(bootstrap_value(NEXT_Q_TARGET), [5.0, 2.0])
 
 
 def test_double_q_target_values_the_online_networks_choice_with_the_target_network():
     # The online network prefers action 2 in row 0 and action 1 in row 1.
-    np.testing.assert_array_equal(losses.next_action(NEXT_Q_TARGET, NEXT_Q_ONLINE), [2, 1])
-    np.testing.assert_allclose(losses.bootstrap_value(NEXT_Q_TARGET, NEXT_Q_ONLINE), [3.0, 0.0])
+    np.testing.assert_array_equal(next_action(NEXT_Q_TARGET, NEXT_Q_ONLINE), [2, 1])
+    np.testing.assert_allclose(bootstrap_value(NEXT_Q_TARGET, NEXT_Q_ONLINE), [3.0, 0.0])
 
 
 def test_learn_step_regresses_on_the_n_step_double_q_target():

@@ -15,6 +15,7 @@ from jaxrl.algorithms.pqn import losses
 from jaxrl.algorithms.pqn.networks import QNetwork
 from jaxrl.algorithms.qlearning import epsilon_greedy, linear_epsilon
 from jaxrl.config import ConfigError
+from jaxrl.returns import q_lambda_targets
 from jaxrl.training import driver
 
 TINY = dict(
@@ -57,12 +58,12 @@ GAMMA = 0.9
     ],
 )
 def test_q_lambda_targets_hand_computed(q_lambda, expected):
-    targets = losses.q_lambda_targets(
+    targets = q_lambda_targets(
         jnp.asarray(REWARD), TERMINATED, TRUNCATED, jnp.asarray(NEXT_Q), GAMMA, q_lambda
     )
     np.testing.assert_allclose(targets, expected, rtol=1e-6)
     # The same numbers with an environment axis: (T, B) columns are independent.
-    batched = losses.q_lambda_targets(
+    batched = q_lambda_targets(
         jnp.stack([REWARD, REWARD[::-1]], 1),
         np.stack([TERMINATED, np.zeros(5, bool)], 1),
         np.stack([TRUNCATED, np.zeros(5, bool)], 1),
@@ -136,7 +137,7 @@ def test_truncated_steps_bootstrap_from_final_observation(bootstrap):
     np.testing.assert_allclose(next_q, 3.0)
     hp = state.hparams
     targets = np.asarray(
-        losses.q_lambda_targets(
+        q_lambda_targets(
             traj.reward, traj.terminated, traj.truncated, next_q, hp.gamma, hp.q_lambda
         )
     )

@@ -15,9 +15,9 @@ import pytest
 
 from jaxrl import config as cfg
 from jaxrl import envs
+from jaxrl.acting import to_box
 from jaxrl.algorithms import sac
 from jaxrl.algorithms.sac import losses
-from jaxrl.algorithms.sac.train import to_box
 from jaxrl.nn import TanhGaussian
 from jaxrl.replay.nstep import NStepBatch
 from jaxrl.training.driver import RunConfig, train

@@ -1,7 +1,7 @@
-"""C51 (Bellemare et al. 2017), the categorical distributional DQN, a sibling of
-`jaxrl.algorithms.dqn` that reuses its network and agent: `config.py` the support's
-hyperparameters and presets, `losses.py` the projection and cross-entropy,
-`train.py` the algorithm."""
+"""C51 (Bellemare et al. 2017), the categorical distributional DQN, on the Q-learning
+agent it shares with DQN (`jaxrl/algorithms/qlearning.py`: network, exploration,
+optimiser, target network): `config.py` the support's hyperparameters and presets,
+`losses.py` the projection and cross-entropy, `train.py` the algorithm."""
 
 from .config import PRESETS, SWEEPABLE, C51Config, default_config
 from .train import C51, make

@@ -1,6 +1,6 @@
 """C51 hyperparameters, their validation, and tuned per-environment presets.
 
-C51 shares DQN's fields (`jaxrl.algorithms.dqn.config.QLearningConfig`: replay,
+C51 shares DQN's fields (`jaxrl.algorithms.qlearning.QLearningConfig`: replay,
 optimiser, epsilon schedule, Double-Q, dueling, network) and adds the support of
 the return distribution.
 """
@@ -11,7 +11,7 @@ import dataclasses
 from typing import Any
 
 from jaxrl import config as cfg
-from jaxrl.algorithms.dqn.config import MINATAR_GAMES, SWEEPABLE, QLearningConfig
+from jaxrl.algorithms.qlearning import MINATAR_GAMES, SWEEPABLE, QLearningConfig
 
 __all__ = ["C51Config", "PRESETS", "SWEEPABLE", "default_config"]
 

@@ -6,7 +6,7 @@ distribution of `reward + discount * Z(s', a*)` (the n-step inputs of
 `jaxrl.replay.nstep.NStepBatch`, as DQN's), projected back onto the support
 (`categorical_projection`); the loss is the cross-entropy of the predicted
 distribution to it (`categorical_loss`). `a*` is chosen as DQN chooses it, on the
-distributions' means (`expected_q`), with `jaxrl.algorithms.dqn.losses.next_action`.
+distributions' means (`expected_q`), with `jaxrl.algorithms.qlearning.next_action`.
 Each function is checked against hand computations in tests/algorithms/test_c51.py.
 """
 

@@ -1,12 +1,13 @@
 """C51: DQN with a categorical return distribution per action (Bellemare et al. 2017).
 
-`C51` is `jaxrl.algorithms.dqn.DQN` with two things replaced: the network outputs
-`num_atoms` logits per action (the same `QNetwork`, with the same torsos and dueling
-option), so Q-values, and with them the epsilon-greedy exploration and the greedy
-evaluation policy, are the distributions' means; and `learn_step` minimises the
-cross-entropy to the projected distributional target (`losses.py`). The replay
-buffer, n-step targets, prioritised replay, the optimiser and the target network's
-updates are DQN's, through the shared replay base.
+`C51` is the Q-learning agent DQN also builds on
+(`jaxrl.algorithms.qlearning.QLearningAgent`) with two things of its own: the
+network outputs `num_atoms` logits per action (the same `QNetwork`, with the same
+torsos and dueling option), so Q-values, and with them the epsilon-greedy
+exploration and the greedy evaluation policy, are the distributions' means; and
+`learn_step` minimises the cross-entropy to the projected distributional target
+(`losses.py`). The replay buffer, n-step targets, prioritised replay, the optimiser
+and the target network's updates are the shared agent's and replay base's.
 """
 
 from __future__ import annotations
@@ -17,15 +18,14 @@ from typing import Any
 import jax
 
 from jaxrl import envs
-from jaxrl.algorithms.dqn import losses as dqn_losses
-from jaxrl.algorithms.dqn.train import DQN, QLearner
+from jaxrl.algorithms.qlearning import QLearner, QLearningAgent, next_action, take_action
 from jaxrl.replay.nstep import NStepBatch
 
 from . import losses
 from .config import C51Config
 
 
-class C51(DQN):
+class C51(QLearningAgent):
     """C51 for one environment and one static config: a fused-step algorithm."""
 
     name = "c51"
@@ -65,12 +65,12 @@ class C51(DQN):
         next_q_online = (
             self.q_values(params, batch.next_observation) if self.config.double_q else None
         )
-        action = dqn_losses.next_action(losses.expected_q(next_logits, self.atoms), next_q_online)
-        next_probs = jax.nn.softmax(dqn_losses.take_action(next_logits, action), axis=-1)
+        action = next_action(losses.expected_q(next_logits, self.atoms), next_q_online)
+        next_probs = jax.nn.softmax(take_action(next_logits, action), axis=-1)
         target = losses.categorical_projection(next_probs, batch.reward, batch.discount, self.atoms)
 
         def loss_fn(p):
-            logits = dqn_losses.take_action(self.network.apply(p, batch.observation), batch.action)
+            logits = take_action(self.network.apply(p, batch.observation), batch.action)
             loss, cross_entropy = losses.categorical_loss(logits, target, weights)
             return loss, (cross_entropy, losses.expected_q(logits, self.atoms))
 

@@ -1,10 +1,9 @@
 """DQN hyperparameters, their validation, and tuned per-environment presets.
 
-`QLearningConfig` holds what every value-based agent on the shared replay base
-(`jaxrl/algorithms/offpolicy.py`) adds to `OffPolicyConfig`: the optimiser, the
-epsilon-greedy schedule, Double-Q, dueling heads and the network torso. `DQNConfig`
-adds the regression loss; C51's config (`jaxrl/algorithms/c51/config.py`) adds the
-return distribution's support instead.
+`DQNConfig` adds the regression loss to the fields every value-based agent on the
+shared replay base has (`jaxrl.algorithms.qlearning.QLearningConfig`: the optimiser,
+the epsilon-greedy schedule, Double-Q, dueling heads and the network torso); C51's
+config adds the return distribution's support instead.
 """
 
 from __future__ import annotations
@@ -13,81 +12,12 @@ import dataclasses
 from typing import Any
 
 from jaxrl import config as cfg
-from jaxrl.algorithms.offpolicy import OffPolicyConfig
-from jaxrl.algorithms.qlearning import NETWORKS
+from jaxrl.algorithms.qlearning import MINATAR_GAMES, SWEEPABLE, QLearningConfig
 
-# Numeric hyperparameters that may differ across a vmapped sweep: they live in the
-# training state as float32 leaves. Everything else is static structure.
-SWEEPABLE = (
-    "lr",
-    "gamma",
-    "tau",
-    "max_grad_norm",
-    "eps_start",
-    "eps_end",
-    "eps_fraction",
-)
+__all__ = ["DQNConfig", "LOSSES", "PRESETS", "QLearningConfig", "SWEEPABLE", "default_config"]
 
 # Regression losses on the TD error (see `DQNConfig.loss`).
 LOSSES = ("huber", "mse")
-
-MINATAR_GAMES = ("Breakout", "Asterix", "Freeway", "SpaceInvaders")
-
-
-@dataclasses.dataclass(frozen=True)
-class QLearningConfig(OffPolicyConfig):
-    """Fields shared by DQN and C51: optimiser, exploration, Double-Q, network."""
-
-    lr: float = 2.5e-4
-    """Adam learning rate."""
-    adam_eps: float = 1e-8
-    """Adam epsilon."""
-    max_grad_norm: float = 10.0
-    """Clip gradients to this global L2 norm before Adam (0: no clipping)."""
-    eps_start: float = 1.0
-    """Epsilon-greedy exploration: epsilon when learning starts (actions are uniformly
-    random before learning_starts anyway)."""
-    eps_end: float = 0.05
-    """Epsilon-greedy exploration: epsilon after the decay (and for `jaxrl eval` sampling)."""
-    eps_fraction: float = 0.1
-    """Fraction of total_steps over which epsilon decays linearly from eps_start to eps_end.
-
-    SB3's and CleanRL's exploration_fraction: epsilon(t) = eps_start + (eps_end -
-    eps_start) * min(t / (eps_fraction * total_steps), 1) at environment step t (counted
-    in whole updates). 0 means eps_end from the start.
-    """
-    double_q: bool = True
-    """Double Q-learning targets (van Hasselt et al. 2016): the online network picks the
-    next action, the target network values it; False: max of the target network."""
-    dueling: bool = False
-    """Dueling heads (Wang et al. 2016): Q = V + A - mean_a A."""
-    network: str = "auto"
-    """Observation encoder: "mlp", "conv" (image observations, as MinAtar's DQN) or
-    "auto" ("conv" for (H, W, C) observations, else "mlp")."""
-    conv_channels: int = 16
-    """Channels of the 3x3 convolution of the "conv" torso (MinAtar's DQN: 16)."""
-
-    def validate(self) -> QLearningConfig:
-        """Raises `ConfigError` naming the first invalid field; returns self."""
-        super().validate()
-        cfg.check_positive(self, "lr", "adam_eps", "conv_channels")
-        cfg.check(
-            cfg.is_finite_number(self.max_grad_norm) and self.max_grad_norm >= 0,
-            "max_grad_norm",
-            self.max_grad_norm,
-            ">= 0 (0: no clipping)",
-        )
-        cfg.check_range(self, "eps_start", 0.0, 1.0)
-        cfg.check_range(self, "eps_end", 0.0, 1.0)
-        cfg.check_range(self, "eps_fraction", 0.0, 1.0)
-        cfg.check(
-            self.eps_end <= self.eps_start,
-            "eps_end",
-            self.eps_end,
-            f"<= eps_start={self.eps_start} (epsilon decays)",
-        )
-        cfg.check_choice(self, "network", NETWORKS)
-        return self
 
 
 @dataclasses.dataclass(frozen=True)

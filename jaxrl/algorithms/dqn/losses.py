@@ -8,9 +8,8 @@ the `next_observation` s' to bootstrap from), so the target is
 
 and DQN regresses `Q(s, a)` on `y`. With prioritised replay, each sample's loss is
 weighted by its importance weight and its |TD error| becomes its new priority. The
-action choice (`next_action`, `take_action`) is shared with C51
-(`jaxrl/algorithms/c51/losses.py`). Each function is checked against hand
-computations in tests/algorithms/test_dqn.py.
+value of s' (`bootstrap_value`: max, or Double-Q) is in `jaxrl/algorithms/qlearning.py`,
+shared with C51. Checked against hand computations in tests/algorithms/test_dqn.py.
 """
 
 from __future__ import annotations
@@ -18,30 +17,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import optax
-
-
-def next_action(next_q_target: jax.Array, next_q_online: jax.Array | None = None) -> jax.Array:
-    """The action to bootstrap from in s', per row of `(B, A)` Q-values: int32 `(B,)`.
-
-    Q-learning (Watkins 1989; DQN, Mnih et al. 2015) takes `argmax_a Q_target(s', a)`.
-    Double Q-learning (van Hasselt et al. 2016, eq. 4) passes the online network's
-    `next_q_online` and takes `argmax_a Q_online(s', a)`: selecting and evaluating the
-    action with different networks removes max-operator overestimation.
-    """
-    selector = next_q_target if next_q_online is None else next_q_online
-    return jnp.argmax(selector, axis=-1).astype(jnp.int32)
-
-
-def take_action(values: jax.Array, action: jax.Array) -> jax.Array:
-    """`values[b, action[b]]` for `values (B, A, ...)`: `(B, ...)`."""
-    index = action.reshape(action.shape + (1,) * (values.ndim - 1))
-    return jnp.take_along_axis(values, index, axis=1)[:, 0]
-
-
-def bootstrap_value(next_q_target: jax.Array, next_q_online: jax.Array | None = None) -> jax.Array:
-    """`Q_target(s', a*)` with `a* = next_action(...)`: `max_a Q_target(s', a)`, or the
-    Double-Q value `Q_target(s', argmax_a Q_online(s', a))`."""
-    return take_action(next_q_target, next_action(next_q_target, next_q_online))
 
 
 def td_loss(

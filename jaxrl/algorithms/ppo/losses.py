@@ -1,13 +1,16 @@
 """The PPO loss, as small pure functions (Schulman et al. 2017).
 
 Every term is written out with its equation so it can be checked against the
-paper and against hand-computed values (tests/algorithms/test_ppo_losses.py).
+paper and against hand-computed values (tests/algorithms/test_ppo_losses.py). The
+per-element value error is `jaxrl.losses.value_error`, shared with PPO-LM's critic.
 """
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+
+from jaxrl.losses import value_error
 
 
 def normalize_advantages(advantages: jax.Array, eps: float = 1e-8) -> jax.Array:
@@ -37,30 +40,6 @@ def ratio_diagnostics(
         "clip_fraction": (jnp.abs(ratio - 1.0) > clip_eps).astype(jnp.float32).mean(),
         "approx_kl": ((ratio - 1.0) - log_ratio).mean(),
     }
-
-
-def value_error(
-    value: jax.Array,
-    old_value: jax.Array,
-    returns: jax.Array,
-    clip_eps: jax.Array | float,
-    clip: bool,
-) -> tuple[jax.Array, jax.Array]:
-    """Per-element 0.5 (V - R)^2, or with clipping 0.5 max((V - R)^2, (V_clip - R)^2).
-
-    V_clip = V_old + clip(V - V_old, -eps, eps): the value-clipping variant of
-    OpenAI baselines' PPO2, as in PureJaxRL and CleanRL (and verl's and OpenRLHF's
-    critics for language models). Returns `(loss, clipped)`, both shaped like `value`;
-    `clipped` (bool) marks where the clipped term is the larger one, so the gradient
-    there is 0 (all False without clipping). Reduce it with the caller's mean: `value_loss`
-    here, a masked token aggregation in `jaxrl/algorithms/ppo_lm`.
-    """
-    unclipped = (value - returns) ** 2
-    if not clip:
-        return 0.5 * unclipped, jnp.zeros(value.shape, bool)
-    value_clipped = old_value + jnp.clip(value - old_value, -clip_eps, clip_eps)
-    clipped_error = (value_clipped - returns) ** 2
-    return 0.5 * jnp.maximum(unclipped, clipped_error), clipped_error > unclipped
 
 
 def value_loss(

@@ -22,6 +22,7 @@ from flax import struct
 
 from jaxrl import acting, envs, prng
 from jaxrl import config as cfg
+from jaxrl.minibatches import run_epochs
 from jaxrl.returns import bootstrap_truncated_rewards, gae
 from jaxrl.running_stats import RunningStats, init_stats, normalize
 from jaxrl.training.contract import EnvironmentAlgorithm
@@ -167,8 +168,8 @@ class PPO(EnvironmentAlgorithm):
         # Built from the (possibly traced, per-seed) hyperparameters each update;
         # its state structure does not depend on their values. `optax.flatten` runs
         # clipping and Adam on one vector of all parameters instead of per leaf: for
-        # PPO's small networks the per-leaf kernels, not the arithmetic, were the cost
-        # (about 10% of an update on CPU). Same updates up to float summation order.
+        # PPO's small networks the per-leaf kernels, not the arithmetic, are the cost
+        # on CPU. Same updates up to float summation order.
         return optax.flatten(
             optax.chain(
                 clip_gradients(self.config.grad_clip, hp.max_grad_norm),
@@ -402,25 +403,21 @@ class PPO(EnvironmentAlgorithm):
         def minibatch_step(carry, minibatch):
             params, opt_state = carry
             batch, adv, ret, init_carry = minibatch
+            if c.recurrent:  # sequences were shuffled environment-major
+                batch, adv, ret = jax.tree.map(swap_leading_axes, (batch, adv, ret))
             (_, stats), grads = grad_fn(params, hp, batch, adv, ret, init_carry)
             updates, opt_state = optimizer.update(grads, opt_state, params)
             return (optax.apply_updates(params, updates), opt_state), stats
 
-        def epoch(carry, perm):
-            params, opt_state = carry
-            minibatches = self._minibatches(perm, traj, advantages, returns, start_carry)
-            (params, opt_state), stats = jax.lax.scan(
-                minibatch_step, (params, opt_state), minibatches
-            )
-            return (params, opt_state), stats
-
         key, k_epochs = prng.split(state.key)
-        # Every epoch's shuffle, drawn up front: one batched sort instead of one per epoch.
-        n = c.num_envs if c.recurrent else c.batch_size
-        perms = jax.vmap(jax.random.permutation, in_axes=(0, None))(
-            prng.split(k_epochs, c.update_epochs), n
+        (params, opt_state), stats = run_epochs(
+            minibatch_step,
+            (state.params, state.opt_state),
+            self._learning_batch(traj, advantages, returns, start_carry),
+            k_epochs,
+            num_epochs=c.update_epochs,
+            num_minibatches=c.num_minibatches,
         )
-        (params, opt_state), stats = jax.lax.scan(epoch, (state.params, state.opt_state), perms)
         state = state.replace(
             params=params, opt_state=opt_state, key=key, update_step=state.update_step + 1
         )
@@ -429,30 +426,24 @@ class PPO(EnvironmentAlgorithm):
         metrics["lr"] = hp.lr * lr_scale
         return state, metrics
 
-    def _minibatches(self, perm, traj, advantages, returns, start_carry):
-        """Shuffles the rollout by `perm` into `num_minibatches` minibatches (leading axis).
+    def _learning_batch(self, traj, advantages, returns, start_carry):
+        """The rollout as rows to shuffle into minibatches (`jaxrl.minibatches`):
+        `(traj, advantages, returns, initial GRU state)`.
 
-        `perm` permutes environments (recurrent: sequences stay intact) or transitions.
+        Feed-forward, a row is a transition (T * B rows, the initial state None);
+        recurrent, a row is an environment's whole sequence (B rows, time second: the
+        minibatch step swaps it back), so sequences stay intact.
         """
         c = self.config
-        m = c.num_minibatches
         if c.recurrent:
-            # Keep sequences intact: permute environments, split along the env axis.
+            return (*jax.tree.map(swap_leading_axes, (traj, advantages, returns)), start_carry)
+        flat = lambda x: x.reshape((c.batch_size,) + x.shape[2:])  # noqa: E731
+        return (*jax.tree.map(flat, (traj, advantages, returns)), None)
 
-            def split_env_axis(x, axis):
-                x = jnp.take(x, perm, axis=axis)
-                x = x.reshape(x.shape[:axis] + (m, -1) + x.shape[axis + 1 :])
-                return jnp.moveaxis(x, axis, 0)
 
-            data = jax.tree.map(lambda x: split_env_axis(x, 1), (traj, advantages, returns))
-            return (*data, split_env_axis(start_carry, 0))
-
-        def flat_shuffle_split(x):
-            x = x.reshape((c.batch_size,) + x.shape[2:])
-            return jnp.take(x, perm, axis=0).reshape((m, -1) + x.shape[1:])
-
-        data = jax.tree.map(flat_shuffle_split, (traj, advantages, returns))
-        return (*data, None)  # feed-forward minibatches need no initial carry
+def swap_leading_axes(x: jax.Array) -> jax.Array:
+    """Swaps the first two axes: `(B, T, ...) <-> (T, B, ...)`."""
+    return jnp.swapaxes(x, 0, 1)
 
 
 def make(config: PPOConfig, env: envs.Environment | None = None, env_params: Any = None) -> PPO:

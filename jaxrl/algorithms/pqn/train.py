@@ -8,8 +8,9 @@ epochs of `num_minibatches` minibatch gradient steps on the squared TD error. No
 replay buffer, no target network: the many parallel environments decorrelate the
 data, LayerNorm in the Q-network keeps bootstrapping stable.
 
-The targets and loss are in `losses.py`, the Q-network in `networks.py`; stepping the
-environments and the episode statistics come from `jaxrl/acting.py`.
+The Q(lambda) targets are `jaxrl.returns.q_lambda_targets`, the loss is in
+`losses.py`, the Q-network in `networks.py`; stepping the environments and the
+episode statistics come from `jaxrl/acting.py`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from flax import struct
 from jaxrl import acting, envs, prng
 from jaxrl import config as cfg
 from jaxrl.algorithms.qlearning import epsilon_greedy, linear_epsilon, resolve_torso
+from jaxrl.minibatches import run_epochs
+from jaxrl.returns import q_lambda_targets
 from jaxrl.training.contract import EnvironmentAlgorithm
 
 from . import losses
@@ -212,7 +215,7 @@ class PQN(EnvironmentAlgorithm):
         c, hp = self.config, state.hparams
         epsilon = self.epsilon(state)
         state, traj, next_q, finished = self._rollout(state, epsilon)
-        targets = losses.q_lambda_targets(
+        targets = q_lambda_targets(
             traj.reward, traj.terminated, traj.truncated, next_q, hp.gamma, hp.q_lambda
         )
 
@@ -228,21 +231,14 @@ class PQN(EnvironmentAlgorithm):
             updates, opt_state = optimizer.update(grads, opt_state, params)
             return (optax.apply_updates(params, updates), opt_state), (loss, q_mean)
 
-        def epoch(carry, perm):
-            split = (
-                lambda x: jnp.take(x, perm, axis=0).reshape(  # noqa: E731
-                    (c.num_minibatches, -1) + x.shape[1:]
-                )
-            )
-            return jax.lax.scan(minibatch_step, carry, jax.tree.map(split, data))
-
         key, k_epochs = prng.split(state.key)
-        # Every epoch's shuffle, drawn up front: one batched sort instead of one per epoch.
-        perms = jax.vmap(jax.random.permutation, in_axes=(0, None))(
-            prng.split(k_epochs, c.num_epochs), c.batch_size
-        )
-        (params, opt_state), (loss, q_mean) = jax.lax.scan(
-            epoch, (state.params, state.opt_state), perms
+        (params, opt_state), (loss, q_mean) = run_epochs(
+            minibatch_step,
+            (state.params, state.opt_state),
+            data,
+            k_epochs,
+            num_epochs=c.num_epochs,
+            num_minibatches=c.num_minibatches,
         )
         state = state.replace(
             params=params, opt_state=opt_state, key=key, update_step=state.update_step + 1

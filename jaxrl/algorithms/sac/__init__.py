@@ -1,6 +1,7 @@
 """SAC (Haarnoja et al. 2018): `config.py` hyperparameters and presets, `losses.py`
-the soft targets and losses, `networks.py` the squashed Gaussian actor and the twin
-critics (shared with TD3), `train.py` the agent on the shared replay base."""
+the soft targets and losses, `networks.py` the squashed Gaussian actor, `train.py` the
+agent; the twin critics and the update plumbing it shares with TD3 are in
+`jaxrl/algorithms/actor_critic.py`."""
 
 from .config import PRESETS, SWEEPABLE, ActorCriticConfig, SACConfig, default_config
 from .train import SAC, SACLearner, make

@@ -1,11 +1,10 @@
 """SAC hyperparameters, their validation, and tuned per-environment presets.
 
-`ActorCriticConfig` holds what both continuous-control agents on the shared replay
-base (`jaxrl/algorithms/offpolicy.py`) add to `OffPolicyConfig`: an Adam learning
-rate for the actor and one for the critics, and defaults for the replay fields that
-suit an actor-critic (Polyak targets with tau = 0.005, batches of 256). `SACConfig`
-adds the entropy temperature and the actor's update frequency; TD3's config
-(`jaxrl/algorithms/td3/config.py`) adds its noises and delay instead.
+`SACConfig` adds the entropy temperature and the actor's update frequency to the
+fields both continuous-control agents on the replay base share
+(`jaxrl.algorithms.actor_critic.ActorCriticConfig`: the actor's and the critics'
+Adam learning rates, and replay defaults that suit an actor-critic: Polyak targets
+with tau = 0.005, batches of 256). TD3's config adds its noises and delay instead.
 """
 
 from __future__ import annotations
@@ -14,47 +13,13 @@ import dataclasses
 from typing import Any
 
 from jaxrl import config as cfg
-from jaxrl.algorithms.offpolicy import OffPolicyConfig
+from jaxrl.algorithms.actor_critic import ActorCriticConfig
+
+__all__ = ["ActorCriticConfig", "PRESETS", "SACConfig", "SWEEPABLE", "default_config"]
 
 # Numeric hyperparameters that may differ across a vmapped sweep: they live in the
 # training state as float32 leaves. Everything else is static structure.
 SWEEPABLE = ("actor_lr", "critic_lr", "alpha_lr", "gamma", "tau", "alpha", "target_entropy")
-
-
-@dataclasses.dataclass(frozen=True)
-class ActorCriticConfig(OffPolicyConfig):
-    """Fields shared by SAC and TD3: the two learning rates, and actor-critic defaults
-    for the replay fields of `OffPolicyConfig` (SB3's batch size, tau and learning
-    rates for SAC and TD3, CleanRL's learning_starts; the base's 100k buffer)."""
-
-    env: str = "Pendulum-v1"
-    """Environment id (see `jaxrl envs`); needs a 1-D Box action space."""
-    batch_size: int = 256
-    """Transitions per gradient step."""
-    learning_starts: int = 5_000
-    """Environment steps (per agent) of uniformly random actions before learning starts."""
-    tau: float = 0.005
-    """Target network update: target <- tau * online + (1 - tau) * target (1.0: hard copy)."""
-    actor_lr: float = 3e-4
-    """Adam learning rate of the actor."""
-    critic_lr: float = 3e-4
-    """Adam learning rate of the twin critics."""
-
-    def validate(self) -> ActorCriticConfig:
-        """Raises `ConfigError` naming the first invalid field; returns self."""
-        super().validate()
-        cfg.check_positive(self, "actor_lr", "critic_lr")
-        # Prioritised replay is not part of SAC or TD3 as published or as SB3, CleanRL
-        # and rejax implement them (its benefit for continuous control is unclear, e.g.
-        # Fujimoto et al. 2020, "An Equivalence between Loss Functions and Non-Uniform
-        # Sampling in Experience Replay"), so these agents sample uniformly.
-        cfg.check(
-            not self.prioritised,
-            "prioritised",
-            self.prioritised,
-            "False (SAC and TD3 sample replay uniformly; prioritised replay is for dqn/c51)",
-        )
-        return self
 
 
 @dataclasses.dataclass(frozen=True)

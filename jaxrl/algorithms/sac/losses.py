@@ -1,5 +1,6 @@
 """SAC's losses as small pure functions (Haarnoja et al. 2018, "Soft Actor-Critic
-Algorithms and Applications", sec. 4-5), and the twin-critic regression TD3 shares.
+Algorithms and Applications", sec. 4-5). The clipped double-Q and the twin critics'
+regression, shared with TD3, are in `jaxrl/algorithms/actor_critic.py`.
 
 Shapes: `q` holds both critics' values, `(2, B)`; log-probabilities and targets are
 `(B,)`. Targets come from the n-step batch of `jaxrl/replay/nstep.py` through
@@ -13,13 +14,16 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl.algorithms import offpolicy
+from jaxrl.algorithms.actor_critic import clipped_double_q, twin_critic_loss
 from jaxrl.replay.nstep import NStepBatch
 
-
-def clipped_double_q(q: jax.Array) -> jax.Array:
-    """`min(Q_1, Q_2)` over the critic axis (Fujimoto et al. 2018, eq. 10): the smaller
-    estimate counters the overestimation bias of maximising a learned Q."""
-    return jnp.min(q, axis=0)
+__all__ = [
+    "actor_loss",
+    "clipped_double_q",
+    "soft_td_target",
+    "temperature_loss",
+    "twin_critic_loss",
+]
 
 
 def soft_td_target(
@@ -32,12 +36,6 @@ def soft_td_target(
     log-probability of its sampled next action.
     """
     return offpolicy.td_target(batch, clipped_double_q(next_q) - alpha * next_log_prob)
-
-
-def twin_critic_loss(q: jax.Array, target: jax.Array) -> jax.Array:
-    """`sum_i mean_b (Q_i(s, a) - y)^2`: both critics regress on the same target
-    (Haarnoja et al. 2018, eq. 5; Fujimoto et al. 2018's TD3, as in their code)."""
-    return jnp.sum(jnp.mean((q - target[None]) ** 2, axis=-1))
 
 
 def actor_loss(q: jax.Array, log_prob: jax.Array, alpha: jax.Array) -> jax.Array:

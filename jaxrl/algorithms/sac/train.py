@@ -14,9 +14,10 @@ al. 2018, "Soft Actor-Critic Algorithms and Applications"):
 * `act`: `tanh` of the Gaussian's mean for evaluation (or a sample).
 
 Agents act in the normalised box [-1, 1]^d; `to_env_action` maps it affinely onto the
-environment's bounds. The helpers TD3 shares (Adam with a traced learning rate, the
-critic step, the box mapping, delayed updates) are the module-level functions below.
-The losses are in `losses.py`, the networks in `networks.py`.
+environment's bounds. What TD3 shares (the twin critics, Adam with a traced learning
+rate, the critic step, the box mapping, delayed updates) is in
+`jaxrl/algorithms/actor_critic.py`. The losses are in `losses.py`, the actor in
+`networks.py`.
 """
 
 from __future__ import annotations
@@ -25,22 +26,30 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import optax
 from flax import struct
 
 from jaxrl import config as cfg
 from jaxrl import envs, prng
-from jaxrl.acting import to_box
 from jaxrl.algorithms import offpolicy
-from jaxrl.algorithms.offpolicy import OffPolicy, OffPolicyState
+from jaxrl.algorithms.actor_critic import (
+    ActorCriticAgent,
+    TwinQ,
+    adam,
+    adam_update,
+    critic_update,
+    init_actor_critic,
+    where_due,
+)
+from jaxrl.algorithms.offpolicy import OffPolicyState
 from jaxrl.replay.nstep import NStepBatch
 
 from . import losses
 from .config import SWEEPABLE, SACConfig
-from .networks import SquashedGaussianActor, TwinQ
+from .networks import SquashedGaussianActor
+
+__all__ = ["SAC", "SACHyperParams", "SACLearner", "make", "repeat"]
 
 SACHyperParams = cfg.make_hyperparams_class("SACHyperParams", SWEEPABLE)
 
@@ -56,7 +65,7 @@ class SACLearner:
     alpha_opt: Any
 
 
-class SAC(OffPolicy):
+class SAC(ActorCriticAgent):
     """SAC for one environment and one static config: a fused-step algorithm.
 
     `params` is `{"actor": ..., "critic": ...}`; static structure lives on this object,
@@ -68,7 +77,6 @@ class SAC(OffPolicy):
     trains_on = "env"
     headline_metric = "episode_return"
     sweepable = SWEEPABLE
-    action_kind = "continuous"
 
     def __init__(self, config: SACConfig, env: envs.Environment, env_params: Any):
         super().__init__(config, env, env_params)
@@ -99,10 +107,6 @@ class SAC(OffPolicy):
         )
 
     # ------------------------------------------------------------------ acting
-    def to_env_action(self, action: jax.Array) -> jax.Array:
-        """Maps an action of [-1, 1]^d onto the environment's Box bounds."""
-        return to_box(action, self.action_space)
-
     def explore(self, params, learner, hparams, obs, key, update_step) -> jax.Array:
         """`tanh(u)`, u sampled from the policy (after learning_starts; the base takes
         uniformly random actions before)."""
@@ -192,58 +196,6 @@ class SAC(OffPolicy):
         return actor, actor_opt, loss, jax.lax.stop_gradient(log_prob)
 
 
-# ----------------------------------------------------------------------------- shared with TD3
-
-
-def adam(lr: jax.Array | float) -> optax.GradientTransformation:
-    """Adam (Kingma & Ba 2015) with a learning rate that may be a traced, per-agent
-    hyperparameter; its state's structure does not depend on the value.
-
-    On one flat vector (`optax.flatten`, as PPO and PQN): per parameter leaf, Adam's
-    moment and parameter updates were 46 of the ~200 small XLA kernels of a SAC
-    gradient step, each costing dispatch time rather than arithmetic on CPU."""
-    return optax.flatten(optax.chain(optax.scale_by_adam(), optax.scale(-lr)))
-
-
-def adam_update(grads: Any, opt_state: Any, params: Any, lr: jax.Array) -> tuple[Any, Any]:
-    """One Adam step: `(params, opt_state)`."""
-    updates, opt_state = adam(lr).update(grads, opt_state, params)
-    return optax.apply_updates(params, updates), opt_state
-
-
-def critic_update(
-    critic: nn.Module,
-    params: Any,
-    opt_state: Any,
-    batch: NStepBatch,
-    target: jax.Array,
-    lr: jax.Array,
-) -> tuple[Any, Any, jax.Array, jax.Array]:
-    """One Adam step of the twin critics on `losses.twin_critic_loss` towards `target`:
-    `(params, opt_state, loss, Q (2, B) before the step)`."""
-
-    def loss_fn(p):
-        q = critic.apply(p, batch.observation, batch.action)
-        return losses.twin_critic_loss(q, target), q
-
-    (loss, q), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
-    params, opt_state = adam_update(grads, opt_state, params, lr)
-    return params, opt_state, loss, q
-
-
-def where_due(grad_step: jax.Array, every: int, new: Any, old: Any) -> Any:
-    """`new` on every `every`-th gradient step (`grad_step` 0-based), else `old`.
-
-    A select rather than a `lax.cond`: the driver vmaps agents by default, which turns
-    a cond on their (batched) step counters into a select of both branches anyway, and
-    this way the skipped update's metrics stay defined.
-    """
-    if every == 1:
-        return new
-    due = (grad_step + 1) % every == 0
-    return jax.tree.map(lambda n, o: jnp.where(due, n, o), new, old)
-
-
 def repeat(
     step: Callable[[Any, jax.Array], tuple[Any, Mapping[str, jax.Array]]],
     carry: Any,
@@ -255,25 +207,6 @@ def repeat(
         return step(carry, key)
     carry, stats = jax.lax.scan(step, carry, prng.split(key, times))
     return carry, {name: value.mean() for name, value in stats.items()}
-
-
-def init_actor_critic(agent: OffPolicy, key: jax.Array, params: Any) -> dict[str, Any]:
-    """`{"actor": ..., "critic": ...}` for `agent.actor` and `agent.critic`: fresh, or
-    the given warm-start `params` after checking they have the same tree."""
-    k_actor, k_critic = jax.random.split(key)
-    obs = jnp.zeros((1, *agent.obs_shape), jnp.float32)
-    action = jnp.zeros((1, agent.action_dim), jnp.float32)
-
-    def fresh():
-        return {
-            "actor": agent.actor.init(k_actor, obs),
-            "critic": agent.critic.init(k_critic, obs, action),
-        }
-
-    if params is None:
-        return fresh()
-    cfg.check_same_tree("params", jax.eval_shape(fresh), params)
-    return jax.tree.map(jnp.asarray, params)
 
 
 def make(config: SACConfig, env: envs.Environment | None = None, env_params: Any = None) -> SAC:

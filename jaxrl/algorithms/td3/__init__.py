@@ -1,7 +1,7 @@
 """TD3 (Fujimoto et al. 2018): `config.py` hyperparameters and presets, `losses.py`
-the smoothed target and the actor loss, `train.py` the agent on the shared replay
-base. Its networks (deterministic actor, twin critics) are in
-`jaxrl/algorithms/sac/networks.py`, shared with SAC."""
+the smoothed target and the actor loss, `networks.py` the deterministic
+actor, `train.py` the agent; the twin critics and the update plumbing it shares with
+SAC are in `jaxrl/algorithms/actor_critic.py`."""
 
 from .config import PRESETS, SWEEPABLE, TD3Config, default_config
 from .train import TD3, TD3Learner, make

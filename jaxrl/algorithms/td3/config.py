@@ -1,7 +1,7 @@
 """TD3 hyperparameters, their validation, and tuned per-environment presets.
 
-TD3's config adds its noises and policy delay to the actor-critic fields SAC's
-config defines (`jaxrl/algorithms/sac/config.py`, `ActorCriticConfig`). Noise scales
+TD3's config adds its noises and policy delay to the actor-critic fields it shares
+with SAC (`jaxrl.algorithms.actor_critic.ActorCriticConfig`). Noise scales
 are in the agent's normalised action box [-1, 1]^d, so 0.2 means a tenth of the
 range whatever the environment's bounds (as CleanRL scales them by the bounds).
 """
@@ -12,7 +12,7 @@ import dataclasses
 from typing import Any
 
 from jaxrl import config as cfg
-from jaxrl.algorithms.sac.config import ActorCriticConfig
+from jaxrl.algorithms.actor_critic import ActorCriticConfig
 
 # Numeric hyperparameters that may differ across a vmapped sweep: they live in the
 # training state as float32 leaves. Everything else is static structure.

@@ -1,8 +1,9 @@
 """TD3's losses and target as small pure functions (Fujimoto et al. 2018,
 "Addressing Function Approximation Error in Actor-Critic Methods").
 
-The critics' regression is SAC's `twin_critic_loss` (`jaxrl/algorithms/sac/losses.py`),
-with the target below. Actions live in the normalised box [-1, 1]^d.
+The critics' regression is the shared `twin_critic_loss`
+(`jaxrl/algorithms/actor_critic.py`), with the target below. Actions live in the
+normalised box [-1, 1]^d.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl.algorithms import offpolicy
-from jaxrl.algorithms.sac.losses import clipped_double_q
+from jaxrl.algorithms.actor_critic import clipped_double_q
 from jaxrl.replay.nstep import NStepBatch
 
 

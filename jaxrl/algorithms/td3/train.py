@@ -12,8 +12,9 @@ Actor-Critic Methods"):
   actor ascends Q_1 and the target actor and critics follow by Polyak averaging;
 * `act`: the actor's action for evaluation (with exploration noise if sampled).
 
-The critics, the Adam steps and the box mapping are SAC's (`jaxrl/algorithms/sac/`);
-the losses are in `losses.py`.
+The twin critics, the Adam steps and the box mapping are shared with SAC
+(`jaxrl/algorithms/actor_critic.py`); the losses are in `losses.py`, the actor in
+`networks.py`.
 """
 
 from __future__ import annotations
@@ -26,21 +27,22 @@ import jax.numpy as jnp
 from flax import struct
 
 from jaxrl import envs, prng
-from jaxrl.acting import to_box
 from jaxrl.algorithms import offpolicy
-from jaxrl.algorithms.offpolicy import OffPolicy, OffPolicyState
-from jaxrl.algorithms.sac.networks import DeterministicActor, TwinQ
-from jaxrl.algorithms.sac.train import (
+from jaxrl.algorithms.actor_critic import (
+    ActorCriticAgent,
+    TwinQ,
     adam,
     adam_update,
     critic_update,
     init_actor_critic,
     where_due,
 )
+from jaxrl.algorithms.offpolicy import OffPolicyState
 from jaxrl.replay.nstep import NStepBatch
 
 from . import losses
 from .config import SWEEPABLE, TD3Config
+from .networks import DeterministicActor
 
 
 @struct.dataclass
@@ -53,7 +55,7 @@ class TD3Learner:
     critic_opt: Any
 
 
-class TD3(OffPolicy):
+class TD3(ActorCriticAgent):
     """TD3 for one environment and one static config: a fused-step algorithm.
 
     `params` is `{"actor": ..., "critic": ...}`; static structure lives on this object,
@@ -65,7 +67,6 @@ class TD3(OffPolicy):
     trains_on = "env"
     headline_metric = "episode_return"
     sweepable = SWEEPABLE
-    action_kind = "continuous"
 
     def __init__(self, config: TD3Config, env: envs.Environment, env_params: Any):
         super().__init__(config, env, env_params)
@@ -86,10 +87,6 @@ class TD3(OffPolicy):
         )
 
     # ------------------------------------------------------------------ acting
-    def to_env_action(self, action: jax.Array) -> jax.Array:
-        """Maps an action of [-1, 1]^d onto the environment's Box bounds."""
-        return to_box(action, self.action_space)
-
     def explore(self, params, learner, hparams, obs, key, update_step) -> jax.Array:
         """The actor's action plus Gaussian noise, clipped to the box (after
         learning_starts; the base takes uniformly random actions before)."""
