@@ -8,7 +8,7 @@ step compiles in seconds.
 
 What "actually uses" means in the memory check: the SFT step is also run for real, as
 the driver runs it (`driver.initial_state` places real parameters with the algorithm's
-shardings, `driver._StagedStepper` compiles `learn` from the real arrays and runs it),
+shardings, `steppers.StagedStepper` compiles `learn` from the real arrays and runs it),
 and its use per device is the bytes of device 0's shards of the live state and batch
 after the step, plus the real executable's temporaries and non-donated outputs. The
 plan never allocates: it compiles from `jax.eval_shape` values.
@@ -208,7 +208,7 @@ _SCRIPT = textwrap.dedent(
     import jax, numpy as np
     from jaxrl import cli, config as cfg, plan as plan_lib
     from jaxrl.algorithms import sft
-    from jaxrl.training import driver
+    from jaxrl.training import driver, progress, steppers
 
     assert jax.device_count() == 8, jax.devices()
     TINY = json.loads(sys.argv[1])
@@ -230,7 +230,7 @@ _SCRIPT = textwrap.dedent(
     agents = driver.make_agents(algo, run)
     mesh = algo.make_mesh(None)
     state, shardings = driver.initial_state(algo, agents, mesh)
-    stepper = driver._StagedStepper(algo, 1, mesh, shardings, driver._Clock())
+    stepper = steppers.StagedStepper(algo, 1, mesh, shardings, progress.Clock())
     state, _, _ = stepper.run(state, algo.init_host_state(0, 1), 1)
     real = stepper.learn_fn.memory_analysis()
     device = jax.devices()[0]
