@@ -43,7 +43,7 @@ from .contract import Algorithm, check_algorithm
 from .progress import Clock, Progress
 from .run_config import RunConfig, TrainResult, chunk_length, run_dict
 from .run_dir import Checkpoints, prepare_run_dir, resume_metrics
-from .steppers import make_stepper
+from .steppers import check_agent_execution, make_stepper
 from .summary import check_finite, log_row, run_summary, tensorboard_writer, write_tensorboard
 
 
@@ -65,12 +65,7 @@ def train(algo: Algorithm, run: RunConfig, *, init_params: Any = None) -> TrainR
     wall_start = time.perf_counter()
     check_algorithm(algo)
     run = run.validate(algo.sweepable)
-    cfg.check(
-        not (algo.staged and run.agent_execution != "vmap"),
-        "agent_execution",
-        run.agent_execution,
-        f"'vmap' for {algo.name}, a staged algorithm (only fused algorithms map their agents)",
-    )
+    check_agent_execution(algo, run)
     agents = make_agents(algo, run)
     chunk = chunk_length(run, algo.steps_per_update, algo.num_updates)
     mesh = algo.make_mesh(run.num_devices)  # a bad device count fails before any I/O

@@ -3,9 +3,10 @@
 `lower_phase` is the one place that builds a phase's program: the function over the
 agent axis (`vmap`, or `lax.map` / `shard_map` for `agent_execution="map"`; for a
 fused step a `lax.scan` of K updates), `jax.jit` with the state's shardings in and
-out and the state donated, traced and lowered under `jax.set_mesh(mesh)` so that
-algorithms read the mesh from JAX's context. The driver's steppers compile what it
-returns; `jaxrl plan` compiles the same thing for a TPU slice it does not have.
+out and the state donated; the staged phases are traced, lowered and called under
+`jax.set_mesh(mesh)`, so that algorithms read the mesh from JAX's context. The
+driver's steppers compile what it returns; `jaxrl plan` compiles the same thing for a
+TPU slice it does not have.
 
 * `FusedStepper`: K `update`s as one compiled program per chunk length.
 * `StagedStepper`: K x ([host `prepare` ->] jit `collect` [-> host `respond` -> jit
@@ -17,6 +18,7 @@ chunks (logging, checkpoints, signals) in `loop.py`.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -24,9 +26,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl import config as cfg
+
 from . import mesh as mesh_lib
 from .contract import Algorithm
 from .progress import Clock
+from .run_config import RunConfig
 
 
 # ---------------------------------------------------------------------------- agents
@@ -149,8 +154,9 @@ def lower_phase(
     collected data) replicated. `"update"` is a chunk: `length` fused updates in one
     `lax.scan` (`chunk_program`, `execution` saying how agents run); `"collect"` and
     `"learn"` are one call of the algorithm's method over the agents (`agents_fn`).
-    Traced and lowered under `jax.set_mesh(mesh)`: an algorithm reads its mesh from
-    JAX's context (`jax.sharding.get_abstract_mesh()`), never from `self`.
+    A staged phase is traced and lowered under `jax.set_mesh(mesh)`: its algorithm reads
+    the mesh from JAX's context (`jax.sharding.get_abstract_mesh()`), never from `self`
+    (`_mesh_context` says why a fused chunk is not).
     """
     if phase == "update":
         fn = chunk_program(algo, num_agents, length, execution, mesh, shardings)
@@ -164,9 +170,23 @@ def lower_phase(
         out_shardings=(shardings, mesh_lib.replicated(mesh)),
         donate_argnums=0,
     )
-    with jax.set_mesh(mesh):
+    with _mesh_context(phase, mesh):
         traced = program.trace(*args)
         return PhaseProgram(traced, traced.lower())
+
+
+def _mesh_context(phase: str, mesh: jax.sharding.Mesh) -> contextlib.AbstractContextManager:
+    """`jax.set_mesh(mesh)` for the staged phases, whose algorithms (the language models)
+    read the mesh from JAX's context; nothing for a fused chunk.
+
+    Why not for fused chunks too: no fused algorithm reads the mesh, and under JAX
+    0.10.2 tracing inside `jax.set_mesh` lowers some programs differently. DreamerV3's
+    chunk keeps constants that nested jitted functions (`jax.nn.silu`) compute inside
+    its scans instead of passing them in as loop-carried values (5 fewer carries). XLA
+    then optimises the loop body with the constants in view, so the floating-point
+    operations of the update change and so does the run's `params_fingerprint`.
+    """
+    return contextlib.nullcontext() if phase == "update" else jax.set_mesh(mesh)
 
 
 def host_batch_spec(
@@ -235,8 +255,7 @@ class FusedStepper:
 
     def run(self, state: Any, host_state: Any, length: int) -> tuple[Any, Any, dict]:
         self.compile(state, length)  # the tail of a run the chunk does not divide
-        with jax.set_mesh(self.mesh):
-            state, metrics = self.programs[length](state)
+        state, metrics = self.programs[length](state)
         return state, host_state, _to_host(metrics)  # host sync: (length, agents)
 
 
@@ -346,6 +365,16 @@ class StagedStepper:
             rows.append(row)
         stacked = {k: np.stack([r[k] for r in rows]) for k in rows[0]}  # (length, agents)
         return state, host_state, stacked
+
+
+def check_agent_execution(algo: Algorithm, run: RunConfig) -> None:
+    """Only fused algorithms map their agents: a staged one's phases run vmapped."""
+    cfg.check(
+        not (algo.staged and run.agent_execution != "vmap"),
+        "agent_execution",
+        run.agent_execution,
+        f"'vmap' for {algo.name}, a staged algorithm (only fused algorithms map their agents)",
+    )
 
 
 def make_stepper(
