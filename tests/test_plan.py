@@ -1,4 +1,4 @@
-"""`jaxrl plan` (jaxrl/plan.py): errors, planned vs actual memory, fsdp scaling, the CLI.
+"""`jaxrl plan` (jaxrl/plan/): errors, planned vs actual memory, fsdp scaling, the CLI.
 
 Planning for `cpu:8` needs eight CPU devices, which JAX fixes when it starts, so those
 checks run in one subprocess started with `--xla_force_host_platform_device_count=8`
@@ -71,9 +71,7 @@ def test_bad_topology_names_the_field_and_lists_valid_forms(topology, expected) 
 
 
 def test_missing_libtpu_says_how_to_install_it(monkeypatch) -> None:
-    from jax._src import xla_bridge
-
-    monkeypatch.setattr(xla_bridge, "get_tpu_library_path", lambda: None)
+    monkeypatch.setattr(plan_lib.topology, "libtpu_installed", lambda: False)
     with pytest.raises(ConfigError) as err:
         plan_lib.resolve_topology("v5e:4x4")
     message = str(err.value)
@@ -128,7 +126,7 @@ def test_mesh_that_does_not_divide_the_kv_heads() -> None:
         shape={"data": 1, "fsdp": 1, "tensor": 6}, devices=SimpleNamespace(size=6)
     )
     with pytest.raises(ConfigError) as err:
-        plan_lib._check_model_dims(algo, mesh)
+        plan_lib.check_model_dims(algo, mesh)
     assert str(err.value).startswith("invalid mesh tensor=6: it does not divide the model's "
                                      "num_key_value_heads=4")  # fmt: skip
 

@@ -110,8 +110,8 @@ See docs/ARCHITECTURE.md for a worked example and which hooks each family uses.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, ClassVar
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, NamedTuple
 
 import jax
 
@@ -124,6 +124,20 @@ PROGRESS_UNITS = ("env_steps", "samples", "tokens")
 
 # The phases of a staged update in the order they run (`Algorithm.phases`).
 STAGED_PHASES = ("prepare", "collect", "respond", "process", "learn")
+
+
+class ConfigChange(NamedTuple):
+    """A change of config that lowers a step's memory per device, which `jaxrl plan`
+    compiles and, if every step then fits, suggests (`Algorithm.plan_suggestions`)."""
+
+    kind: str
+    """Changes of one kind are alternatives, listed from the smallest (e.g. fsdp sizes)."""
+    flags: str
+    """The change as `jaxrl train` flags, e.g. `"--mesh fsdp=8"`."""
+    why: str
+    """What it changes, e.g. `"parameters and optimizer state sharded over 8 devices"`."""
+    fields: Mapping[str, Any]
+    """The config fields it sets, e.g. `{"mesh_fsdp": 8}`."""
 
 
 class Algorithm:
@@ -291,6 +305,12 @@ class Algorithm:
 
     def finish(self, state: Any, run_dir: Any) -> dict[str, Any]:
         return {}
+
+    def plan_suggestions(self, num_devices: int) -> Sequence[ConfigChange]:
+        """`jaxrl plan`, when a step does not fit in a device's memory: the config changes
+        worth trying on `num_devices` devices, kinds in the order they should be combined.
+        Each is compiled before it is shown. Default: none."""
+        return ()
 
 
 def check_algorithm(algo: Any) -> None:
