@@ -459,11 +459,10 @@ def test_tpu_plan_of_an_8b_grpo_step_is_fast_and_allocates_nothing() -> None:
     and a peak RSS under 4 GB (its float32 parameters alone are 32 GB: none is allocated).
 
     Time is the subprocess's CPU seconds, at most 2 x 300 (two cores for five minutes):
-    on a shared machine its wall time depends on the other jobs (measured at load ~10:
-    413 s of CPU, 14.7 min of wall time, 2.6 GB peak RSS; quiet, load 1.0: 141 s of CPU,
-    89 s of wall time, 2.27 GB). The wall time is also checked when the machine is quiet
-    (load average under 2 when the test starts). Compiling two steps at once raised the
-    peak to 3.8 GB here and 4.1 GB on CI's machine (2026-11-27); one at a time: 2.8 GB.
+    on a shared machine its wall time depends on the other jobs, so the wall time is
+    checked only when the machine is quiet (load average under 2 when the test starts).
+    The RSS bound is why the planner compiles one step at a time (`COMPILE_THREADS`):
+    a second compile at once holds a second large program in memory.
     """
     quiet = os.getloadavg()[0] < 2
     before = resource.getrusage(resource.RUSAGE_CHILDREN)

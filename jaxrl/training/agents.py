@@ -20,8 +20,8 @@ from .contract import Algorithm
 from .run_config import RunConfig
 
 # `init` runs once per run, so its machine code need not be fast; on CPU, skipping
-# LLVM's optimisations saves 1-2 s of its ~5 s compile (6 orthogonal initialisers,
-# each a QR decomposition). Numerically it is still deterministic, but not
+# LLVM's optimisations shortens its compile, which the orthogonal initialisers (a QR
+# decomposition each) dominate. Numerically it is still deterministic, but not
 # bit-identical to an optimised compile (e.g. fused multiply-adds differ).
 _INIT_COMPILER_OPTIONS = {"cpu": {"xla_backend_optimization_level": 0}}
 
