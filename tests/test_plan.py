@@ -111,6 +111,17 @@ def test_mesh_errors_name_the_axis() -> None:
         plan_lib.parse_bytes("lots")
 
 
+def test_calling_the_package_is_deprecated(monkeypatch) -> None:
+    """`jaxrl.plan(...)` (the package called) warns and forwards to `jaxrl.plan.plan`."""
+    import jaxrl
+
+    calls = []
+    monkeypatch.setattr(plan_lib, "plan", lambda *args, **kwargs: calls.append((args, kwargs)))
+    with pytest.warns(DeprecationWarning, match=r"call jaxrl\.plan\.plan\(\.\.\.\)"):
+        jaxrl.plan("grpo", topology="v5e:4x4")
+    assert calls == [(("grpo",), {"topology": "v5e:4x4"})]
+
+
 def test_mesh_that_does_not_divide_the_kv_heads() -> None:
     """6 tensor shards of 4 KV heads would replicate the KV projections and cache."""
     from types import SimpleNamespace

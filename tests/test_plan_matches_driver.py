@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 _SCRIPT = textwrap.dedent(
     """
-    import json, warnings
+    import json
     import jax
     import jaxrl
     import jaxrl.plan
@@ -79,14 +79,6 @@ _SCRIPT = textwrap.dedent(
             "chars": [len(text) for _, text in planned],
         }
 
-    # The deprecated call of the package still plans, and says what to call instead.
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        p = jaxrl.plan("sac", "Pendulum-v1", topology="cpu:8", suggest=False,
-                       **CASES["sac"][2])
-    report["deprecated_call"] = [p.steps[0].name,
-                                 [str(w.message) for w in caught
-                                  if issubclass(w.category, DeprecationWarning)]]
     print("REPORT " + json.dumps(report))
     """
 )
@@ -129,9 +121,3 @@ def test_plan_lowers_the_programs_the_driver_runs(report, case, phases) -> None:
 def test_map_and_vmap_are_different_programs(report) -> None:
     """The comparison can fail: PPO's mapped chunk is not its vmapped one."""
     assert report["ppo-map"]["chars"] != report["ppo-vmap"]["chars"]
-
-
-def test_calling_the_package_is_deprecated_but_plans(report) -> None:
-    name, warnings = report["deprecated_call"]
-    assert name == "update"
-    assert warnings == ["calling jaxrl.plan(...) is deprecated: call jaxrl.plan.plan(...)"]
