@@ -20,8 +20,8 @@ class StepPlan:
     memory: dict[str, int]  # label -> bytes per device, in table order (without "total")
     total: int  # per-device peak (XLA's `peak_memory_in_bytes`)
     memory_analysis: dict[str, int]  # XLA's raw fields
-    flops: float  # per device, loop bodies weighted by trip counts
-    bytes_accessed: float  # per device, same weighting
+    flops: float  # per device and update, loop bodies weighted by trip counts
+    bytes_accessed: float  # per device and update, same weighting
     xla_flops: float  # XLA's cost analysis as reported (loop bodies once)
     loops_exact: bool  # False: a loop's trip count was unknown (counted once)
     compile_seconds: float
@@ -131,8 +131,8 @@ def format_plan(p: Plan) -> str:
     lines.append(
         "per device: XLA's memory analysis of each compiled step (its peak; arguments by "
         "role from their shardings). FLOPs and HBM traffic: XLA's cost analysis, loop "
-        "bodies weighted by their trip counts (sampling: every completion runs to "
-        "max_new_tokens)."
+        "bodies weighted by their trip counts, per update for a chunk of fused updates "
+        "(sampling: every completion runs to max_new_tokens)."
     )
     if chip is not None:
         lines.append(
