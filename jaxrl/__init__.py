@@ -9,7 +9,7 @@ The public API is deliberately small; see docs/ARCHITECTURE.md for the layers.
 
 __version__ = "0.1.0"
 
-from jaxrl import plan  # noqa: E402  (callable: jaxrl.plan("grpo", topology="v5e:4x4"))
+from jaxrl import plan  # noqa: E402  (jaxrl.plan.plan("grpo", topology="v5e:4x4"))
 from jaxrl.api import make_config, train  # noqa: E402
 from jaxrl.training.driver import RunConfig, TrainResult  # noqa: E402
 

@@ -7,13 +7,13 @@ weights in `model_dir` (the benchmark's tiny Llama, the same file TRL loads) and
 ONE JSON line with per-step wall times, per-phase times, completion tokens, compile
 times and XLA's FLOP count of the compiled learning step.
 
-The step is the driver's staged step (`jaxrl/training/driver.py`, `_StagedStepper.run`)
+The step is the driver's staged step (`jaxrl/training/steppers.py`, `StagedStepper.run`)
 on one agent, call for call: `prepare` (host: this update's prompts), the jitted
 `collect` (sampling with the KV cache; results copied to the host; the trainer's
 log-probs come from the loss's forward pass, see `rescoring_seconds`), `process` (host: decoding,
 rewards, the learning batch) and the jitted `learn` (advantages, one AdamW step; its
 metrics copied to the host). Both jitted phases are compiled ahead of time by the
-driver's own staged stepper (`driver._StagedStepper`: its shardings, the state
+driver's own staged stepper (`steppers.StagedStepper`: its shardings, the state
 donated), so the timed steps contain no compilation; `compile_seconds` reports
 `init`, `collect` and `learn` separately. `learn_flops` is XLA's cost analysis of the
 compiled `learn`, loop-weighted as `jaxrl plan` does it (`_learn_flops`). Phases:
@@ -187,7 +187,7 @@ def main(args: dict) -> dict:
     from jaxrl.algorithms.grpo.train import GRPO
     from jaxrl.lm import from_pretrained, token_logprobs
     from jaxrl.plan import matmul_cost
-    from jaxrl.training import driver
+    from jaxrl.training import driver, progress, steppers
     from jaxrl.training.mesh import initialize_distributed
 
     initialize_distributed()  # the JAXRL_* variables of a multi-process layout; else nothing
@@ -211,7 +211,7 @@ def main(args: dict) -> dict:
     compile_seconds["init"] = time.perf_counter() - t0
     host = algo.init_host_state(run.seed, agents.num_agents)
     # The driver's staged stepper compiles both phases (its shardings, state donated).
-    stepper = driver._StagedStepper(algo, agents.num_agents, mesh, shardings, driver._Clock())
+    stepper = steppers.StagedStepper(algo, agents.num_agents, mesh, shardings, progress.Clock())
 
     inputs, host = algo.prepare(host)
     stepper._compile_collect(state, inputs)

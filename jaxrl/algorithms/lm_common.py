@@ -60,7 +60,7 @@ from jaxrl.lm.checkpoint import param_shapes, read_hf_config
 from jaxrl.lm.config import SUPPORTED_DTYPES
 from jaxrl.lm.lora import LINEAR_TARGETS
 from jaxrl.training import mesh as mesh_lib
-from jaxrl.training.contract import Algorithm
+from jaxrl.training.contract import Algorithm, ConfigChange
 
 MODEL_DIR = "model"  # the exported policy inside a run directory
 LR_SCHEDULES = ("cosine", "constant")
@@ -358,6 +358,58 @@ class LMAlgorithm(Algorithm):
         )
         self.mesh = mesh
         return mesh
+
+    def plan_suggestions(self, num_devices: int) -> list[ConfigChange]:
+        """`jaxrl plan`'s changes to try when a step does not fit, in the order they are
+        combined: a larger fsdp axis (each size that divides the devices), remat, LoRA,
+        more micro-batches (those that divide a GRPO update's completions)."""
+        c = self.config
+        changes = []
+        per_replica = c.mesh_tensor
+        replicas = num_devices // per_replica
+        for fsdp in (d for d in range(1, replicas + 1) if replicas % d == 0):
+            if fsdp > c.mesh_fsdp:
+                tensor = f",tensor={per_replica}" if per_replica > 1 else ""
+                changes.append(
+                    ConfigChange(
+                        "mesh",
+                        f"--mesh fsdp={fsdp}{tensor}",
+                        f"parameters and optimizer state sharded over {fsdp} devices",
+                        {"mesh_fsdp": fsdp},
+                    )
+                )
+        if not c.remat:
+            changes.append(
+                ConfigChange(
+                    "remat",
+                    "--remat",
+                    "layer activations recomputed in the backward pass",
+                    {"remat": True},
+                )
+            )
+        if c.lora_rank == 0:
+            changes.append(
+                ConfigChange(
+                    "lora",
+                    "--lora-rank 16",
+                    "LoRA adapters on a frozen base: no Adam moments for the base",
+                    {"lora_rank": 16},
+                )
+            )
+        if hasattr(c, "micro_batches"):  # the algorithms that accumulate gradients
+            rows = getattr(c, "completions_per_update", None)
+            for m in (2, 4, 8, 16):
+                micro = c.micro_batches * m
+                if rows is None or rows % (c.num_minibatches * micro) == 0:
+                    changes.append(
+                        ConfigChange(
+                            "micro_batches",
+                            f"--micro-batches {micro}",
+                            f"gradient accumulated over {micro} smaller micro-batches",
+                            {"micro_batches": micro},
+                        )
+                    )
+        return changes
 
     def keep_rows_sharded(self, tree: Any) -> Any:
         """Constrains every leaf's first axis (batch rows of one agent) to the batch

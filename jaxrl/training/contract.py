@@ -145,7 +145,7 @@ from __future__ import annotations
 import functools
 import pathlib
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import jax
 
@@ -160,6 +160,23 @@ PROGRESS_UNITS = ("env_steps", "samples", "tokens")
 
 # What an algorithm trains on, and the config field that names it (`target_name`).
 TARGET_FIELDS = {"env": "env", "task": "task", "dataset": "data"}
+
+# The phases of a staged update in the order they run (`Algorithm.phases`).
+STAGED_PHASES = ("prepare", "collect", "respond", "process", "learn")
+
+
+class ConfigChange(NamedTuple):
+    """A change of config that lowers a step's memory per device, which `jaxrl plan`
+    compiles and, if every step then fits, suggests (`Algorithm.plan_suggestions`)."""
+
+    kind: str
+    """Changes of one kind are alternatives, listed from the smallest (e.g. fsdp sizes)."""
+    flags: str
+    """The change as `jaxrl train` flags, e.g. `"--mesh fsdp=8"`."""
+    why: str
+    """What it changes, e.g. `"parameters and optimizer state sharded over 8 devices"`."""
+    fields: Mapping[str, Any]
+    """The config fields it sets, e.g. `{"mesh_fsdp": 8}`."""
 
 
 class Algorithm:
@@ -224,16 +241,33 @@ class Algorithm:
 
     # ------------------------------------------------------------------ the step kind
     @property
-    def staged(self) -> bool:
-        """True for a staged step (`learn`), False for a fused one (`update`)."""
-        has_update = type(self).update is not Algorithm.update
-        has_learn = type(self).learn is not Algorithm.learn
-        if has_update == has_learn:
+    def phases(self) -> tuple[str, ...]:
+        """The phases of one update, in the order the driver runs them.
+
+        `("update",)` for a fused step. For a staged one, `STAGED_PHASES` less the
+        optional ones this class does not implement: `prepare`, `collect` and
+        `respond` run only when overridden; `process` always runs (its default
+        passes `collected` through) and so does `learn`. The contract's checks, the
+        driver's steppers and `jaxrl plan` all read this one answer.
+        """
+        cls = type(self)
+
+        def implements(phase: str) -> bool:
+            return getattr(cls, phase) is not getattr(Algorithm, phase)
+
+        if implements("update") == implements("learn"):
             raise TypeError(
-                f"{type(self).__name__} must implement exactly one of update (fused step) "
+                f"{cls.__name__} must implement exactly one of update (fused step) "
                 "or learn (staged step)"
             )
-        return has_learn
+        if implements("update"):
+            return ("update",)
+        return tuple(p for p in STAGED_PHASES if p in ("process", "learn") or implements(p))
+
+    @property
+    def staged(self) -> bool:
+        """True for a staged step (`learn`), False for a fused one (`update`)."""
+        return self.phases != ("update",)
 
     def update(self, state: Any) -> tuple[Any, Metrics]:
         """Fused step: one whole update, pure and traceable. Abstract: a fused algorithm
@@ -349,6 +383,12 @@ class Algorithm:
 
     def finish(self, state: Any, run_dir: Any) -> dict[str, Any]:
         return {}
+
+    def plan_suggestions(self, num_devices: int) -> Sequence[ConfigChange]:
+        """`jaxrl plan`, when a step does not fit in a device's memory: the config changes
+        worth trying on `num_devices` devices, kinds in the order they should be combined.
+        Each is compiled before it is shown. Default: none."""
+        return ()
 
 
 class EnvironmentAlgorithm(Algorithm):
@@ -492,14 +532,14 @@ def check_algorithm(algo: Any) -> None:
             f"{type(algo).__name__}.progress_unit={algo.progress_unit!r}: must be one of "
             f"{list(PROGRESS_UNITS)}"
         )
-    algo.staged  # noqa: B018 - raises when neither or both step kinds are implemented
+    phases = algo.phases  # raises when neither or both step kinds are implemented
     if isinstance(algo, EnvironmentAlgorithm):
         check_environment_algorithm(algo)
     cls = type(algo)
-    if cls.prepare is not Algorithm.prepare and cls.collect is Algorithm.collect:
+    if "prepare" in phases and "collect" not in phases:
         raise TypeError(f"{cls.__name__} has a prepare phase but no collect to feed")
-    if cls.respond is not Algorithm.respond:
-        if cls.prepare is Algorithm.prepare:
+    if "respond" in phases:
+        if "prepare" not in phases:
             raise TypeError(
                 f"{cls.__name__} has a respond phase but no prepare: respond's inputs go to "
                 "collect(state, inputs), whose first inputs prepare makes"

@@ -1,7 +1,9 @@
-"""A progress bar in steps per agent, with throughput and recent return (tqdm)."""
+"""How far a run is: a progress bar in steps per agent, with throughput and recent
+return (tqdm), and the clocks that time compilation and training."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -49,3 +51,25 @@ class Progress:
     def close(self) -> None:
         if self._bar is not None:
             self._bar.close()
+
+
+class Clock:
+    """Accumulates wall and process-CPU seconds over `with` blocks."""
+
+    def __init__(self) -> None:
+        self.wall = self.cpu = self.last = 0.0
+
+    def __enter__(self) -> Clock:
+        self._start = (time.perf_counter(), time.process_time())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.last = time.perf_counter() - self._start[0]
+        self.wall += self.last
+        self.cpu += time.process_time() - self._start[1]
+
+    def discount(self, wall: float, cpu: float) -> None:
+        """Removes time another clock counted inside this clock's last block."""
+        self.wall -= wall
+        self.cpu -= cpu
+        self.last -= wall

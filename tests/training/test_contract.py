@@ -241,7 +241,7 @@ def test_resume_without_a_checkpoint_fails_and_changes_nothing(tmp_path):
             {
                 "algorithm": algo.name,
                 "config": cfg.to_dict(algo.config),
-                "run": driver._run_dict(RunConfig(run_dir=str(tmp_path))),
+                "run": driver.run_dict(RunConfig(run_dir=str(tmp_path))),
             }
         )
     )

@@ -1,4 +1,5 @@
-"""The driver's chunking: how many updates each compiled program runs."""
+"""The driver's chunking (how many updates each compiled program runs) and the phases
+of an update (`Algorithm.phases`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import numpy as np
 import pytest
 
 import jaxrl
-from jaxrl.training.driver import RunConfig, _chunk_length
+from jaxrl import algorithms
+from jaxrl.training.contract import Algorithm
+from jaxrl.training.driver import RunConfig, chunk_length
 
 SPU = 512  # steps per update of PureJaxRL's CartPole config (4 envs x 128 steps)
 
@@ -33,15 +36,15 @@ SPU = 512  # steps per update of PureJaxRL's CartPole config (4 envs x 128 steps
         (5, RunConfig(log_every=100 * SPU), 5),
     ],
 )
-def test_chunk_length(num_updates, run, expected):
-    assert _chunk_length(run, SPU, num_updates) == expected
+def testchunk_length(num_updates, run, expected):
+    assert chunk_length(run, SPU, num_updates) == expected
 
 
 def test_every_chunk_boundary_is_a_checkpoint_boundary():
     for ckpt in range(1, 40):
         for num_updates in (97, 976, 1000):
             run = RunConfig(checkpoint_every=ckpt * SPU, run_dir="x")
-            assert ckpt % _chunk_length(run, SPU, num_updates) == 0
+            assert ckpt % chunk_length(run, SPU, num_updates) == 0
 
 
 def test_run_with_a_tail_chunk_does_every_update_once():
@@ -58,3 +61,52 @@ def test_run_with_a_tail_chunk_does_every_update_once():
         jax.tree.leaves(tail.state.params), jax.tree.leaves(single.state.params), strict=True
     ):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------- phases
+class _Fused(Algorithm):
+    def update(self, state):
+        return state, {}
+
+
+class _Learner(Algorithm):
+    def learn(self, state, batch):
+        return state, {}
+
+
+class _Sampler(_Learner):
+    def prepare(self, host_state):
+        return None, host_state
+
+    def collect(self, state, inputs):
+        return state, inputs
+
+
+class _MultiTurn(_Sampler):
+    def respond(self, collected, host_state):
+        return None, host_state
+
+
+class _Both(_Fused, _Learner):
+    pass
+
+
+def test_phases_are_the_implemented_ones_in_run_order():
+    """`Algorithm.phases`: the one answer the contract, the steppers and `jaxrl plan` read."""
+    assert _Fused().phases == ("update",) and not _Fused().staged
+    assert _Learner().phases == ("process", "learn") and _Learner().staged
+    assert _Sampler().phases == ("prepare", "collect", "process", "learn")
+    assert _MultiTurn().phases == ("prepare", "collect", "respond", "process", "learn")
+    for neither_or_both in (Algorithm(), _Both()):
+        with pytest.raises(TypeError, match="must implement exactly one of update"):
+            neither_or_both.phases  # noqa: B018
+
+
+def test_phases_of_the_registered_algorithms():
+    phases = {name: algorithms.get(name).make(algorithms.get(name).default_config()).phases
+              for name in ("ppo", "sft", "grpo")}  # fmt: skip
+    assert phases == {
+        "ppo": ("update",),
+        "sft": ("process", "learn"),
+        "grpo": ("prepare", "collect", "process", "learn"),
+    }

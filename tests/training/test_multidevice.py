@@ -133,7 +133,7 @@ def test_sac_on_the_agent_axis_matches_one_device(tmp_path):
     """A replay-based agent: 8 SAC seeds on 8 devices == on 1. Its initialisation (the
     twin critics' orthogonal initialisers, LAPACK QRs) deadlocked jaxlib's CPU thread
     pool when several devices ran it at once; the driver now initialises on one CPU
-    device and then places the state (`driver._init_on_one_device`)."""
+    device and then places the state (`agents._init_on_one_device`)."""
     runs, diff, metrics = on_8_and_1_device(tmp_path, {**SAC, "num_seeds": 8})
     assert_agent_sharded(runs["d8"]["shardings"], DEVICES)
     assert len(runs["d8"]["metrics"]) == 12

@@ -25,8 +25,8 @@ SPEC (JSON):
 
 The last stdout line is `RESULT <json>`: per run its metrics rows (timings
 dropped), summary, per-field shardings of the final state and the files this
-process wrote through `open` (in the driver) or `Path.write_text`, the
-driver's log messages and the warnings raised.
+process wrote through `open` (in the driver's modules) or `Path.write_text`, the
+driver's log messages (every `jaxrl.training` logger) and the warnings raised.
 """
 
 from __future__ import annotations
@@ -71,16 +71,16 @@ def main() -> None:
     from jax.experimental import multihost_utils
 
     import jaxrl
-    from jaxrl.training import driver
+    from jaxrl.training import loop, run_dir
 
     assert jax.device_count() == spec["devices"], (jax.device_count(), spec["devices"])
     pid = jax.process_index()
-    writes = _audit_writes(driver)
+    writes = _audit_writes(loop, run_dir)
     log_records: list[str] = []
     handler = logging.Handler(logging.INFO)
     handler.emit = lambda record: log_records.append(record.getMessage())
-    logging.getLogger("jaxrl.training.driver").addHandler(handler)
-    logging.getLogger("jaxrl.training.driver").setLevel(logging.INFO)
+    logging.getLogger("jaxrl.training").addHandler(handler)
+    logging.getLogger("jaxrl.training").setLevel(logging.INFO)
     report: dict = {
         "process_index": pid,
         "process_count": jax.process_count(),
@@ -183,8 +183,9 @@ def _drop_checkpoints_after(run_dir: pathlib.Path, step: int, pid: int) -> None:
         multihost_utils.sync_global_devices("scenario: checkpoints dropped")
 
 
-def _audit_writes(driver_module) -> list[str]:
-    """Records files opened for writing by the driver (`open`) or via `Path.write_text`."""
+def _audit_writes(*driver_modules) -> list[str]:
+    """Records files opened for writing by the driver's modules (`open`) or via
+    `Path.write_text`."""
     writes: list[str] = []
     real_open, real_write_text = builtins.open, pathlib.Path.write_text
 
@@ -197,7 +198,8 @@ def _audit_writes(driver_module) -> list[str]:
         writes.append(str(self))
         return real_write_text(self, *args, **kwargs)
 
-    driver_module.open = open_  # module global shadows the builtin inside the driver only
+    for module in driver_modules:  # a module global shadows the builtin there only
+        module.open = open_
     pathlib.Path.write_text = write_text
     return writes
 
