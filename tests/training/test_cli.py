@@ -242,7 +242,7 @@ def test_config_file_errors(tmp_path, capsys):
     ("argv", "pattern"),
     [
         (["train", "ppo", "--bogus"], r"unrecognized arguments: --bogus"),
-        (["train", "a2c"], r"argument algorithm: invalid choice: 'a2c' \(choose from .*ppo"),
+        (["train", "trpo"], r"argument algorithm: invalid choice: 'trpo' \(choose from .*ppo"),
         (["train", "ppo", "--num-seeds", "two"], r"argument --num-seeds: invalid int value: 'two'"),
         (
             ["train", "ppo", "--normalize-obs", "maybe"],
