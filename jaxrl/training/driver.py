@@ -652,7 +652,7 @@ class _StagedStepper:
 
     def _compile_collect(self, state: Any, inputs: Any) -> None:
         """`collect(state)`, or `collect(state, inputs)` after a `prepare`."""
-        with self.compile_clock:
+        with self.compile_clock, jax.set_mesh(self.mesh):
             in_shardings, specs = (self.shardings,), (_spec(state),)
             if self.has_prepare:
                 self.input_shapes = _shapes(inputs)
@@ -679,7 +679,7 @@ class _StagedStepper:
         return shardings, spec
 
     def _compile_learn(self, state: Any, batch: Any) -> None:
-        with self.compile_clock:
+        with self.compile_clock, jax.set_mesh(self.mesh):
             self.batch_shardings, batch_spec = self._host_batch_spec(batch)
             self.learn_fn = (
                 jax.jit(
@@ -698,7 +698,8 @@ class _StagedStepper:
             self._compile_collect(state, *inputs)
         if inputs:
             inputs = (jax.device_put(inputs[0], self.input_shardings),)
-        state, collected = self.collect_fn(state, *inputs)
+        with jax.set_mesh(self.mesh):
+            state, collected = self.collect_fn(state, *inputs)
         return state, jax.tree.map(np.asarray, collected)  # host sync
 
     def _rounds(self, state: Any, collected: Any, host_state: Any) -> tuple[Any, Any, Any]:
@@ -736,7 +737,8 @@ class _StagedStepper:
             batch, host_state, host_metrics = self.algo.process(collected, host_state)
             if self.learn_fn is None:
                 self._compile_learn(state, batch)
-            state, metrics = self.learn_fn(state, jax.device_put(batch, self.batch_shardings))
+            with jax.set_mesh(self.mesh):
+                state, metrics = self.learn_fn(state, jax.device_put(batch, self.batch_shardings))
             row = _to_host(metrics)
             for name, value in host_metrics.items():
                 row[name] = np.broadcast_to(np.asarray(value, np.float64), (self.num_agents,))
