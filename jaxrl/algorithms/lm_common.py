@@ -10,12 +10,15 @@ losses; everything around them is the same and lives here once:
 * `LMAlgorithm`: an `Algorithm` base that builds the tokenizer, model and LoRA config
   from an `LMConfig`, loads warm-start weights (`load_params`), initialises trainable
   parameters and the frozen LoRA base, builds the optimiser, shards states and batches
-  by the LM rules (`jaxrl.lm.sharding`), measures held-out greedy exact match and
-  exports a model in Hugging Face layout.
-* Pure helpers: `lr_schedule`, `encode_example`, `encode_rows`, `random_model_config`,
-  `resolve_model_dir`, `left_pad`, `agent`.
+  by the LM rules (`jaxrl.lm.sharding`), samples completions (`sample`), measures
+  held-out greedy exact match and exports a model in Hugging Face layout.
+* Pure helpers: `run_mesh`, `lr_schedule`, `encode_example`, `encode_rows`,
+  `random_model_config`, `resolve_model_dir`, `left_pad`, `agent`.
 
-Subclasses implement the staged step (`process`/`learn`, and for RL `prepare`/`collect`).
+Subclasses implement the staged step (`process`/`learn`, and for RL `prepare`/`collect`;
+the token-rollout RL algorithms share theirs in `lm_rollout.py`). An algorithm object
+holds configuration only: the mesh its jitted steps use is the one the driver sets in
+JAX's context (`run_mesh`), and host data lives in the host state.
 """
 
 from __future__ import annotations
