@@ -19,9 +19,9 @@ import numpy as np
 import optax
 
 from jaxrl import config as cfg
+from jaxrl import objectives
 from jaxrl.algorithms import grpo
-from jaxrl.algorithms.grpo import losses
-from jaxrl.lm import decode_completions, generate
+from jaxrl.lm import decode_completions
 
 NUM_PROMPTS, SAMPLES = 4, 64
 
@@ -36,16 +36,14 @@ def main() -> None:
     )
     algo = grpo.make(config)
     params = algo.load_params()
-    inputs, _ = algo.prepare(algo.init_host_state(0, 1))
-    examples = algo._pending[0]
+    inputs, host = algo.prepare(algo.init_host_state(0, 1))
+    examples = host["rollout"]["examples"][0]
     prompts, prompt_mask = jnp.asarray(inputs["tokens"][0]), jnp.asarray(inputs["mask"][0])
 
     def sample(p, key):
-        out = generate(
-            algo.model, p, prompts, key,
-            max_new_tokens=algo.max_new_tokens, temperature=1.0,
-            eos_id=algo.tokenizer.eos_id, prompt_mask=prompt_mask,
-            num_samples=SAMPLES, pad_id=algo.tokenizer.pad_id,
+        out = algo.sample(
+            p, prompts, prompt_mask, key,
+            max_new_tokens=algo.max_new_tokens, temperature=1.0, num_samples=SAMPLES,
         )  # fmt: skip
         tokens, mask = out.sequences()
         texts = decode_completions(
@@ -65,11 +63,11 @@ def main() -> None:
 
     tokens, mask, completion_mask, rewards = sample(params, jax.random.key(1))
     cmask = completion_mask.astype(jnp.float32)
-    token_rewards = losses.outcome_token_rewards(jnp.asarray(rewards), cmask)
-    adv, _ = losses.compute_advantages("grpo", token_rewards, cmask, group_size=SAMPLES)
+    token_rewards = objectives.outcome_token_rewards(jnp.asarray(rewards), cmask)
+    adv, _ = objectives.compute_advantages("grpo", token_rewards, cmask, group_size=SAMPLES)
 
     def objective(p):
-        logp = algo._completion_logprobs(p, tokens, mask)
+        logp = algo.completion_logprobs(p, tokens, mask)
         return jnp.sum(adv * logp * cmask) / cmask.shape[0]
 
     grads = jax.grad(objective)(params)

@@ -294,8 +294,14 @@ def _add_config_flags(p: argparse.ArgumentParser, algorithm: str, env: str | Non
                 help=text,
             )
         else:
+            choices = field.metadata.get("choices")  # a registry's names (jaxrl.objectives)
             g.add_argument(
-                _flag(field.name), dest=field.name, type=str, metavar=_metavar(hint), help=text
+                _flag(field.name),
+                dest=field.name,
+                type=str,
+                choices=choices,
+                metavar=_metavar(hint) if choices is None else None,
+                help=text,
             )
 
 

@@ -14,22 +14,6 @@ from pathlib import Path
 
 ALGORITHMS = Path(__file__).resolve().parents[1] / "jaxrl" / "algorithms"
 
-# Known violations on the control helper's branch, all in the LM packages (owned by the
-# LM helper): the lead empties this list after merging their branch. Each entry is
-# "file: imported module", as the failure message prints it.
-ALLOWED = {
-    # GRPO's losses take SFT's masked token mean.
-    "grpo/losses.py: jaxrl.algorithms.sft.losses",
-    # PPO-LM subclasses GRPO (config, train) and uses its losses and SFT's token mean.
-    "ppo_lm/config.py: jaxrl.algorithms.grpo.config",
-    "ppo_lm/train.py: jaxrl.algorithms.grpo",
-    "ppo_lm/train.py: jaxrl.algorithms.grpo.losses",
-    "ppo_lm/train.py: jaxrl.algorithms.grpo.train",
-    "ppo_lm/train.py: jaxrl.algorithms.sft.losses",
-    # PPO's value error: now `jaxrl.losses.value_error`.
-    "ppo_lm/train.py: jaxrl.algorithms.ppo.losses",
-}
-
 
 def algorithm_packages() -> list[str]:
     return sorted(p.parent.name for p in ALGORITHMS.glob("*/__init__.py"))
@@ -81,13 +65,8 @@ def violations() -> list[str]:
 
 
 def test_no_algorithm_package_imports_another():
-    unexpected = [v for v in violations() if v not in ALLOWED]
-    assert not unexpected, "algorithm packages import each other:\n" + "\n".join(unexpected)
-
-
-def test_the_allow_list_holds_only_current_violations():
-    stale = sorted(ALLOWED - set(violations()))
-    assert not stale, "allowed violations that no longer occur (remove them):\n" + "\n".join(stale)
+    found = violations()
+    assert not found, "algorithm packages import each other:\n" + "\n".join(found)
 
 
 def test_relative_and_function_local_imports_are_seen(tmp_path):

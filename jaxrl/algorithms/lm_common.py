@@ -10,12 +10,15 @@ losses; everything around them is the same and lives here once:
 * `LMAlgorithm`: an `Algorithm` base that builds the tokenizer, model and LoRA config
   from an `LMConfig`, loads warm-start weights (`load_params`), initialises trainable
   parameters and the frozen LoRA base, builds the optimiser, shards states and batches
-  by the LM rules (`jaxrl.lm.sharding`), measures held-out greedy exact match and
-  exports a model in Hugging Face layout.
-* Pure helpers: `lr_schedule`, `encode_example`, `encode_rows`, `random_model_config`,
-  `resolve_model_dir`, `left_pad`, `agent`.
+  by the LM rules (`jaxrl.lm.sharding`), samples completions (`sample`), measures
+  held-out greedy exact match and exports a model in Hugging Face layout.
+* Pure helpers: `run_mesh`, `lr_schedule`, `encode_example`, `encode_rows`,
+  `random_model_config`, `resolve_model_dir`, `left_pad`, `agent`.
 
-Subclasses implement the staged step (`process`/`learn`, and for RL `prepare`/`collect`).
+Subclasses implement the staged step (`process`/`learn`, and for RL `prepare`/`collect`;
+the token-rollout RL algorithms share theirs in `lm_rollout.py`). An algorithm object
+holds configuration only: the mesh its jitted steps use is the one the driver sets in
+JAX's context (`run_mesh`), and host data lives in the host state.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from jax.experimental import multihost_utils
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import AbstractMesh, Mesh, NamedSharding, PartitionSpec
 
 from jaxrl import config as cfg
 from jaxrl import tasks
@@ -43,6 +46,7 @@ from jaxrl.lm import (
     CharTokenizer,
     LoRAConfig,
     ModelConfig,
+    SampleOutput,
     Tokenizer,
     Transformer,
     apply_lora,
@@ -223,9 +227,6 @@ class LMAlgorithm(Algorithm):
         else:
             self.tokenizer, model_config = _load_model_config(self.model_dir, c.dtype)
         self.model = Transformer(model_config, remat=c.remat)
-        # The mesh of the run (set by `make_mesh`): jitted steps use it to keep batch
-        # rows sharded where XLA would otherwise replicate them (`keep_rows_sharded`).
-        self.mesh: Mesh | None = None
         self.lora = (
             LoRAConfig(
                 targets="all-linear" if c.lora_targets == ("all-linear",) else c.lora_targets,
@@ -356,7 +357,6 @@ class LMAlgorithm(Algorithm):
             f"such that the {self.batch_rows} rows of a batch are a multiple of data x fsdp "
             f"= {rows} (the batch rows are split over them)",
         )
-        self.mesh = mesh
         return mesh
 
     def plan_suggestions(self, num_devices: int) -> list[ConfigChange]:
@@ -413,14 +413,15 @@ class LMAlgorithm(Algorithm):
 
     def keep_rows_sharded(self, tree: Any) -> Any:
         """Constrains every leaf's first axis (batch rows of one agent) to the batch
-        sharding (`data x fsdp`) of the run's mesh; a no-op on one device.
+        sharding (`data x fsdp`) of the mesh in context (`run_mesh`); a no-op on one
+        device or outside a mesh.
 
         Why: a gather by a traced index (`x[permutation]`, the shuffle before
         minibatches) has no sharding XLA can infer from its operand, and XLA's SPMD
         partitioner then replicates the result, so every later activation of the
         learning step would be computed in full on every device. Inside `vmap` over
         agents the agent axis stays unconstrained."""
-        mesh = self.mesh
+        mesh = run_mesh()
         if mesh is None or mesh.size == 1:
             return tree
         return jax.tree.map(
@@ -482,9 +483,10 @@ class LMAlgorithm(Algorithm):
         Otherwise `fn` runs on all the rows and XLA's SPMD partitioner places the
         collectives; with the parameters sharded (`fsdp`, `tensor`) that is where they
         belong. Both give the same sums; the first is faster on CPU devices, whose
-        runtime costs one rendezvous per leaf of the gradient otherwise.
+        runtime costs one rendezvous per leaf of the gradient otherwise. The mesh is the
+        one in context (`run_mesh`); outside a mesh `fn` runs on all the rows.
         """
-        mesh = self.mesh
+        mesh = run_mesh()
         if mesh is None or mesh.shape["fsdp"] * mesh.shape["tensor"] > 1:
             return fn(replicated, rows)
         devices = mesh.shape["data"]
@@ -499,7 +501,7 @@ class LMAlgorithm(Algorithm):
         # that its body makes device-varying; the psum makes every output invariant.
         return jax.shard_map(
             shard,
-            mesh=mesh,
+            mesh=None,  # the mesh in context
             in_specs=(PartitionSpec(), PartitionSpec("data")),
             out_specs=PartitionSpec(),
             check_vma=False,
@@ -524,6 +526,33 @@ class LMAlgorithm(Algorithm):
         )
 
     # ------------------------------------------------------------------ evaluation, export
+    def sample(
+        self,
+        params: Any,
+        tokens: jax.Array,
+        mask: jax.Array,
+        key: jax.Array,
+        *,
+        max_new_tokens: int,
+        temperature: float,
+        num_samples: int = 1,
+    ) -> SampleOutput:
+        """`num_samples` completions of each left-padded prompt row (`tokens`, `mask`) by
+        the model with `params` (`jaxrl.lm.generate`, with the KV cache), each ended by
+        the tokenizer's eos or at `max_new_tokens`; `temperature` 0 is greedy."""
+        return generate(
+            self.model,
+            params,
+            tokens,
+            key,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            eos_id=self.tokenizer.eos_id,
+            prompt_mask=mask,
+            num_samples=num_samples,
+            pad_id=self.tokenizer.pad_id,
+        )
+
     def prompt_tokens(self, examples: Sequence[tasks.Example], length: int) -> tuple[Any, Any]:
         """Left-padded prompt tokens and mask of `examples`, (len(examples), length)."""
         prompts = [encode_example(self.tokenizer, *e)[0] for e in examples]
@@ -544,16 +573,13 @@ class LMAlgorithm(Algorithm):
             chunk = list(examples[start : start + size])
             padded = chunk + [chunk[0]] * (size - len(chunk))  # one shape: compiled once
             tokens, mask = self.prompt_tokens(padded, prompt_len)
-            out = generate(
-                self.model,
+            out = self.sample(
                 params,
                 tokens,
+                mask,
                 jax.random.key(0),  # unused: greedy
                 max_new_tokens=max_new_tokens,
                 temperature=0.0,
-                eos_id=self.tokenizer.eos_id,
-                prompt_mask=mask,
-                pad_id=self.tokenizer.pad_id,
             )
             texts = decode_completions(self.tokenizer, out.tokens, out.completion_mask)
             correct += sum(
@@ -583,6 +609,14 @@ class LMAlgorithm(Algorithm):
 
 
 # ---------------------------------------------------------------------- pure helpers
+def run_mesh() -> AbstractMesh | None:
+    """The mesh of the run, as the driver sets it around every phase's compile and call
+    (`jax.set_mesh`); None outside one. Jitted code reads it from this context rather
+    than from the algorithm object, so the object holds no state of its own."""
+    mesh = jax.sharding.get_abstract_mesh()
+    return None if mesh.empty else mesh
+
+
 def lr_schedule(step: jax.Array, num_updates: int, warmup: float, schedule: str) -> jax.Array:
     """Learning-rate multiplier at update `step`: linear warmup over the first
     `warmup * num_updates` updates, then constant or a cosine decay to 0 at the end

@@ -337,8 +337,8 @@ class Transformer(nn.Module):
         MLP there only (every layer's keys and values, the cache included, still cover all
         positions). The same values as slicing the full outputs, with less work when few
         positions are needed: re-scoring a completion after a prompt skips the last
-        layer's work on the prompt (about 11% of a learning step's FLOPs on
-        benchmarks/grpo_step.py's 8-token workload).
+        layer's work on the prompt, a large share of a learning step when completions are
+        short next to their prompts (benchmarks/grpo_step.py measures it).
 
         Returns logits float32 (batch, seq, vocab) -- or the final normed hidden states
         (batch, seq, hidden) if return_hidden -- then the new cache if one was given, then

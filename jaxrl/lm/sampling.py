@@ -129,13 +129,12 @@ def _categorical(key: jax.Array, logits: jax.Array) -> jax.Array:
     """``jax.random.categorical(key, logits, axis=-1)``, the same tokens, cheaper on CPU.
 
     The Gumbel-max draw ``argmax(logits + gumbel)`` as jax does it, with jax's Gumbel
-    numbers bit for bit from straight-line Threefry code (``jaxrl.prng``, layout "jax":
-    on CPU ``jax.random`` runs its hash as a 5-iteration loop of tiny kernels in every
-    decode step; benchmarks/grpo_step.py's sampling phase at 64 tokens fell from 130 to
-    119 ms without it), and the argmax as a max followed
-    by the first index holding it (NaN counts as the maximum, as in ``jnp.argmax``).
-    XLA's CPU argmax is a variadic (value, index) reduction that does not vectorise; it
-    was 1 ms of a 13 ms decode step at batch 64, vocabulary 1024.
+    numbers bit for bit from straight-line Threefry code (``jaxrl.prng``, layout "jax"),
+    because on CPU ``jax.random`` runs its hash as a 5-iteration loop of tiny kernels in
+    every decode step; and the argmax as a max followed by the first index holding it
+    (NaN counts as the maximum, as in ``jnp.argmax``), because XLA's CPU argmax is a
+    variadic (value, index) reduction that does not vectorise. benchmarks/grpo_step.py
+    measures the sampling phase.
     """
     z = prng.gumbel(key, logits.shape, "jax").astype(logits.dtype) + logits
     nan = jnp.isnan(z)

@@ -1,8 +1,8 @@
 """GRPO (jaxrl.algorithms.grpo): the staged step's phases, accumulation, bad input.
 
-A tiny model (1 layer, hidden 32) keeps compiles short. The estimators and losses have
-their own hand-computed tests (test_grpo_losses.py); here: what the trainer does with
-them. The learning run (SFT warm start, then GRPO on addition) is in
+A tiny model (1 layer, hidden 32) keeps compiles short. The estimators and losses
+(`jaxrl.objectives`) have their own hand-computed tests (test_grpo_losses.py); here: what
+the trainer does with them. The learning run (SFT warm start, then GRPO on addition) is in
 test_grpo_learning.py.
 """
 
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from jaxrl import config as cfg
-from jaxrl.algorithms import grpo
+from jaxrl.algorithms import grpo, lm_rollout
 from jaxrl.algorithms.lm_common import encode_example
 from jaxrl.config import ConfigError
 
@@ -110,7 +110,7 @@ def test_rescoring_in_the_loss_gives_the_same_update(algo, learn, first_update):
     state, _, batch, _ = first_update
     batch = agent0(batch)
     batch = {**batch, "rewards": jnp.asarray(np.arange(16) % 3, jnp.float32)}
-    logp, entropy = algo._completion_logprobs(
+    logp, entropy = algo.completion_logprobs(
         state.params, batch["tokens"], batch["mask"], with_entropy=True
     )
     separate = make(kl_coef=0.1, fuse_rescoring=False)
@@ -132,7 +132,7 @@ def test_process_scores_each_completion_against_its_own_prompt(algo):
     """Hand-made completions: the first of every group correct, the rest wrong."""
     c = algo.config
     inputs, host = algo.prepare(algo.init_host_state(0, 1))
-    examples = algo._pending[0]
+    examples = host["rollout"]["examples"][0]  # the drawn prompts, passed on to process
     rows, t = c.num_prompts * c.group_size, algo.max_new_tokens
     tokens = np.full((rows, algo.prompt_len + t), algo.tokenizer.pad_id, np.int32)
     cmask = np.zeros((rows, t), bool)
@@ -165,33 +165,79 @@ def test_process_scores_each_completion_against_its_own_prompt(algo):
 def test_dynamic_sampling_prefers_groups_with_a_learning_signal():
     rewards = np.array([1, 1, 0, 1, 0, 0, 1, 1, 1, 0, 0, 0], np.float32)  # 6 groups of 2
     # Groups 0, 3 and 4 are all-equal... here: groups (1,1) (0,1) (0,0) (1,1) (1,0) (0,0).
-    np.testing.assert_array_equal(grpo.select_groups(rewards, 2, 2), [1, 4])
-    np.testing.assert_array_equal(grpo.select_groups(rewards, 2, 3), [0, 1, 4])  # refilled
-    np.testing.assert_array_equal(grpo.select_groups(rewards[:4], 2, 2), [0, 1])  # no spares
+    np.testing.assert_array_equal(lm_rollout.select_groups(rewards, 2, 2), [1, 4])
+    np.testing.assert_array_equal(lm_rollout.select_groups(rewards, 2, 3), [0, 1, 4])  # refilled
+    np.testing.assert_array_equal(lm_rollout.select_groups(rewards[:4], 2, 2), [0, 1])  # no spares
 
 
 def test_a_stalled_agent_is_warned_about_once_per_stall(caplog):
     """All-equal rewards in every group for STALL_UPDATES updates in a row: one warning
-    naming the agent; none for an agent with a signal, none again until it recovers."""
+    naming the agent; none for an agent with a signal, none again until it recovers. The
+    counters live in the host state (what checkpoints save)."""
     algo = make()
-    stall = grpo.train.STALL_UPDATES
-    with caplog.at_level(logging.WARNING, logger="jaxrl.algorithms.grpo.train"):
+    stall = lm_rollout.STALL_UPDATES
+    host = algo.init_host_state(0, 2)
+    assert host["stalled"] == [0, 0]
+    with caplog.at_level(logging.WARNING, logger="jaxrl.algorithms.lm_rollout"):
         for _ in range(stall - 1):
-            algo._warn_if_stalled([1.0, 0.5])
-        assert not caplog.records
+            host = algo.count_stalls(host, [1.0, 0.5])
+        assert not caplog.records and host["stalled"] == [stall - 1, 0]
         for _ in range(stall):  # the stall's 20th update warns; the next ones do not
-            algo._warn_if_stalled([1.0, 0.5])
+            host = algo.count_stalls(host, [1.0, 0.5])
         assert len(caplog.records) == 1 and "agent 0:" in caplog.records[0].getMessage()
-        algo._warn_if_stalled([0.75, 0.5])  # a signal again, then a second stall
+        host = algo.count_stalls(host, [0.75, 0.5])  # a signal again, then a second stall
+        assert host["stalled"] == [0, 0]
         for _ in range(stall):
-            algo._warn_if_stalled([1.0, 0.5])
+            host = algo.count_stalls(host, [1.0, 0.5])
         assert len(caplog.records) == 2
     caplog.clear()
     whitened = make(advantage="reinforce_pp")  # batch-whitened: groups need not differ
-    with caplog.at_level(logging.WARNING, logger="jaxrl.algorithms.grpo.train"):
+    host = whitened.init_host_state(0, 1)
+    with caplog.at_level(logging.WARNING, logger="jaxrl.algorithms.lm_rollout"):
         for _ in range(2 * stall):
-            whitened._warn_if_stalled([1.0])
-    assert not caplog.records
+            host = whitened.count_stalls(host, [1.0])
+    assert not caplog.records and host["stalled"] == [0]
+    # A host state saved before the counters existed starts them at 0.
+    old = {"seed": 0, "num_agents": 1, "batches": 3}
+    assert algo.count_stalls(old, [1.0]) == {**old, "stalled": [1]}
+
+
+def test_the_stall_counter_survives_a_resume(tmp_path, monkeypatch, caplog):
+    """A run whose every group has equal rewards (a random model never answers right)
+    warns at the STALL_UPDATES-th update; a copy stopped after update 2 and resumed warns
+    at the same update, and both save the same counters (host state) at the end."""
+    import shutil
+
+    from jaxrl.training import driver
+    from jaxrl.training.checkpoint import Checkpointer
+
+    monkeypatch.setattr(lm_rollout, "STALL_UPDATES", 3)
+    run = dict(checkpoint_every=32, keep_checkpoints=5, log_every=16, progress=False)
+    full_dir, stopped_dir = tmp_path / "full", tmp_path / "stopped"
+    with caplog.at_level(logging.WARNING, logger="jaxrl.algorithms.lm_rollout"):
+        full = driver.train(make(total_steps=64), driver.RunConfig(run_dir=str(full_dir), **run))
+    assert [r["zero_advantage_groups"] for r in full.metrics] == [[1.0]] * 4
+    assert len(caplog.records) == 1
+    caplog.clear()
+
+    shutil.copytree(full_dir, stopped_dir)  # as if stopped right after checkpoint 2
+    shutil.rmtree(stopped_dir / "checkpoints" / "4")
+    (stopped_dir / "summary.json").unlink()
+    algo = make(total_steps=64)
+    with caplog.at_level(logging.WARNING, logger="jaxrl.algorithms.lm_rollout"):
+        resumed = driver.train(algo, driver.RunConfig(run_dir=str(stopped_dir), resume=True, **run))
+    assert len(caplog.records) == 1 and "3 updates in a row" in caplog.records[0].getMessage()
+
+    def saved_host_state(run_dir):
+        ckpt = Checkpointer(run_dir / "checkpoints", read_only=True)
+        try:
+            _, _, meta = ckpt.restore_latest(driver.checkpointed_fields(algo, resumed.state))
+        finally:
+            ckpt.close()
+        return meta["host_state"]
+
+    expected = {"seed": 0, "num_agents": 1, "batches": 4, "stalled": [4]}
+    assert saved_host_state(full_dir) == saved_host_state(stopped_dir) == expected
 
 
 # ---------------------------------------------------------------------- learning phase
@@ -202,8 +248,8 @@ def test_learning_moves_the_policy_towards_rewarded_completions(algo, learn, fir
     rewards[::4] = 1.0  # reward the first completion of every group
     batch = {**batch, "rewards": jnp.asarray(rewards)}
     new, metrics = learn(state, batch)
-    before = algo._completion_logprobs(state.params, batch["tokens"], batch["mask"])
-    after = algo._completion_logprobs(new.params, batch["tokens"], batch["mask"])
+    before = algo.completion_logprobs(state.params, batch["tokens"], batch["mask"])
+    after = algo.completion_logprobs(new.params, batch["tokens"], batch["mask"])
     cmask = np.asarray(batch["completion_mask"])
     gain = ((np.asarray(after) - np.asarray(before)) * cmask).sum(1)
     assert gain[::4].mean() > 0 > np.delete(gain, np.s_[::4]).mean()

@@ -1,4 +1,5 @@
-"""GRPO-family estimators and losses against hand-computed values on small padded batches."""
+"""The LM RL objectives (`jaxrl.objectives`) against hand-computed values on small padded
+batches."""
 
 import math
 
@@ -7,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl.algorithms.grpo import losses as L
+from jaxrl import objectives as L
 from jaxrl.config import ConfigError
 from jaxrl.returns import gae
 
@@ -295,7 +296,7 @@ def _accumulation_batch():
     return logp, old, adv, mask
 
 
-@pytest.mark.parametrize("name", L.POLICY_LOSSES)
+@pytest.mark.parametrize("name", L.POLICY_LOSSES.names())
 def test_one_minibatch_of_8_equals_4_accumulated_minibatches_of_2(name):
     logp, old, adv, mask = _accumulation_batch()
     eps_low = 1.0 if name == "cispo" else 0.2
@@ -304,7 +305,7 @@ def test_one_minibatch_of_8_equals_4_accumulated_minibatches_of_2(name):
         per_token, _ = L.policy_loss(name, lp, old, adv, mask, eps_low=eps_low, eps_high=0.28)
         return {
             agg: L.aggregate_loss(per_token, mask, agg, normalisers[agg], max_len=6)
-            for agg in L.LOSS_AGGS
+            for agg in L.LOSS_AGGREGATIONS
         }
 
     @jax.jit
@@ -312,20 +313,22 @@ def test_one_minibatch_of_8_equals_4_accumulated_minibatches_of_2(name):
         values = loss_fn(lp, old, adv, mask, normalisers)
         grads = {
             agg: jax.grad(lambda x, a=agg: loss_fn(x, old, adv, mask, normalisers)[a])(lp)
-            for agg in L.LOSS_AGGS
+            for agg in L.LOSS_AGGREGATIONS
         }
         return values, grads
 
-    whole = {agg: L.loss_normaliser(mask, agg) for agg in L.LOSS_AGGS}  # of the whole batch
+    whole = {agg: L.loss_normaliser(mask, agg) for agg in L.LOSS_AGGREGATIONS}  # of the whole batch
     full_loss, full_grad = losses_and_grads(logp, old, adv, mask, whole)
     splits = [tuple(x[i : i + 2] for x in (logp, old, adv, mask)) for i in range(0, 8, 2)]
     parts = [losses_and_grads(*split, whole) for split in splits]
-    for agg in L.LOSS_AGGS:
+    for agg in L.LOSS_AGGREGATIONS:
         close(sum(p[0][agg] for p in parts), full_loss[agg])
         close(jnp.concatenate([p[1][agg] for p in parts]), full_grad[agg])
         assert float(jnp.abs(full_grad[agg]).sum()) > 0.0
     # The pitfall (verl #5625): each minibatch normalised by its own token count.
-    own = [{agg: L.loss_normaliser(split[3], agg) for agg in L.LOSS_AGGS} for split in splits]
+    own = [
+        {agg: L.loss_normaliser(split[3], agg) for agg in L.LOSS_AGGREGATIONS} for split in splits
+    ]
     naive = (
         sum(
             losses_and_grads(*split, n)[0]["token_mean"]

@@ -67,7 +67,8 @@ _SCRIPT = textwrap.dedent(
         placed = jax.device_put(batch, batch_shardings)
         step = jax.jit(jax.vmap(algo.learn), in_shardings=(shardings, batch_shardings),
                        out_shardings=(shardings, None))
-        compiled = step.lower(start, placed).compile()
+        with jax.set_mesh(mesh):  # as the driver compiles every phase: the mesh in context
+            compiled = step.lower(start, placed).compile()
         flops = compiled.cost_analysis()["flops"]  # per device
         # Every all-reduce: (number of operands, largest operand's element count).
         operands = [
@@ -77,7 +78,8 @@ _SCRIPT = textwrap.dedent(
             for result, args in re.findall(
                 r"= (\\(?[^=]*?\\)?) all-reduce(?:-start)?\\(([^)]*)\\)", compiled.as_text())
         ]
-        state, metrics = compiled(start, placed)
+        with jax.set_mesh(mesh):
+            state, metrics = compiled(start, placed)
         return mesh, before, state, jax.device_get(metrics), (flops, operands)
 
     def flat(tree):

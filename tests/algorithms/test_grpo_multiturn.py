@@ -2,7 +2,7 @@
 
 Fast: a hand-built episode's row, masks and turn rewards, exactly; the rounds of one
 update on the host with made-up model turns (nothing compiled); the environment's tokens
-are out of the loss (a jitted `_loss` on a tiny model). Slow: a multi-turn run stopped
+are out of the loss (a jitted `policy_objective` on a tiny model). Slow: a multi-turn run stopped
 after a checkpoint and resumed ends with the uninterrupted run's parameters; after a
 short SFT warm start, 40 GRPO updates double the guessing game's held-out win rate.
 Full: 300 updates teach the policy to follow the higher/lower feedback.
@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 
 from jaxrl import config as cfg
+from jaxrl import objectives
 from jaxrl.algorithms import grpo, sft
-from jaxrl.algorithms.grpo import losses
 from jaxrl.algorithms.grpo import multiturn as mt
-from jaxrl.algorithms.grpo.train import GRPOState
+from jaxrl.algorithms.grpo.learning import GRPOState
 from jaxrl.algorithms.lm_common import agent, finish_metrics
 from jaxrl.config import ConfigError
 from jaxrl.tasks import Example
@@ -109,7 +109,7 @@ def test_turn_rewards_sum_for_group_estimators_and_stay_on_their_turn_for_reinfo
     # Two turns of 2 model tokens with 2 environment tokens between; turn rewards 0.5, 1.
     cmask = jnp.asarray([[1, 1, 0, 0, 1, 1], [1, 1, 0, 0, 0, 0]], jnp.float32)
     token_rewards = jnp.asarray([[0, 0.5, 0, 0, 0, 1], [0, 0.25, 0, 0, 0, 0]], jnp.float32)
-    adv, returns = losses.compute_advantages("dr_grpo", token_rewards, cmask, group_size=2)
+    adv, returns = objectives.compute_advantages("dr_grpo", token_rewards, cmask, group_size=2)
     # Episode returns 1.5 and 0.25, group mean 0.875: A = +-0.625 on every model token.
     np.testing.assert_allclose(adv, [[0.625, 0.625, 0, 0, 0.625, 0.625], [-0.625] * 2 + [0] * 4])
     # Reward-to-go skips the environment's tokens: turn 1 sees 0.5 + 1, turn 2 only 1.
@@ -125,8 +125,9 @@ def test_rounds_of_one_update_on_the_host(algo):
     inputs, host = algo.prepare(algo.init_host_state(seed=0, num_agents=2))
     rows = 2 * 2  # num_prompts x group_size
     assert inputs["tokens"].shape == (2, rows, algo.context_len) and host["batches"] == 1
-    assert [r.example for r in algo._episodes[0]] != [r.example for r in algo._episodes[1]]
-    episodes = algo._episodes[0]
+    played_episodes = host["rollout"]["episodes"]  # the episodes live in the host state
+    assert [r.example for r in played_episodes[0]] != [r.example for r in played_episodes[1]]
+    episodes = played_episodes[0]
     first = episodes[0]
     assert inputs["tokens"][0, 0, -17:].tolist() == tok.encode(first.example.prompt, add_bos=True)
     ones = {k: np.stack([v, v]) for k, v in turn(tok, *["1"] * rows).items()}  # agents axis
@@ -138,11 +139,12 @@ def test_rounds_of_one_update_on_the_host(algo):
             assert len(context) == 17 + t * (2 + 8)
             assert inputs["tokens"][0, played, -len(context) :].tolist() == context
             assert not inputs["mask"][0, played, : -len(context)].any()
-    assert inputs is None and algo._turn == 4
+    assert inputs is None and host["rollout"]["turn"] == 4
     batch, host, metrics = algo.process(ones, host)
+    assert "rollout" not in host  # nothing of the update outlives it
     assert batch["tokens"].shape == (2, rows, 17 + algo.max_new_tokens)
     for i in range(2):
-        turns = [1 if r.example.answer == "1" else 4 for r in algo._episodes[i]]
+        turns = [1 if r.example.answer == "1" else 4 for r in played_episodes[i]]
         assert metrics["turns_mean"][i] == np.mean(turns)
         assert batch["completion_mask"][i].sum(1).tolist() == [2 * n for n in turns]
         assert metrics["response_length_mean"][i] == 2 * np.mean(turns)
@@ -150,7 +152,7 @@ def test_rounds_of_one_update_on_the_host(algo):
 
 
 def test_environment_tokens_are_out_of_the_loss_kl_and_entropy(algo):
-    """`_loss` (policy loss, k3+ KL, entropy bonus) does not change when what sits at
+    """`policy_objective` (policy loss, k3+ KL, entropy bonus) does not change when what sits at
     the environment's and padding positions changes (they weigh exactly 0, so their
     gradient is 0 too)."""
     tok = algo.tokenizer
@@ -177,17 +179,14 @@ def test_environment_tokens_are_out_of_the_loss_kl_and_entropy(algo):
     shapes = jax.eval_shape(algo.model.init, jax.random.key(0), jnp.zeros((1, 1), jnp.int32))
     params = jax.tree.map(lambda s: 0.1 * rng.standard_normal(s.shape, np.float32), shapes)
     state = GRPOState(params, None, jax.random.key(0), jnp.int32(0), algo.hyperparams())
-    normaliser = losses.loss_normaliser(cmask, algo.config.loss_agg)
-    loss = jax.jit(lambda *args: finish_metrics(algo._loss(*args)[1]))
+    normaliser = objectives.loss_normaliser(cmask, algo.config.loss_agg)
+    loss = jax.jit(lambda *args: finish_metrics(algo.policy_objective(*args)[1]))
     s1 = loss(params, state, data, normaliser)
     s2 = loss(params, state, noisy, normaliser)
     assert {"loss", "kl", "entropy"} <= set(s1) and float(s1["loss"]) != 0.0
     for name in s1:
         assert float(s1[name]) == float(s2[name]), name
-    assert algo._token_rewards({"token_rewards": batch["token_rewards"]}, cmask).shape == (
-        2,
-        width,
-    )
+    assert batch["token_rewards"].shape == (2, width)
 
 
 @pytest.mark.parametrize(

@@ -16,9 +16,9 @@ import pytest
 
 from jaxrl import config as cfg
 from jaxrl.algorithms import ppo_lm
-from jaxrl.algorithms.grpo import losses
 from jaxrl.algorithms.lm_common import encode_example
 from jaxrl.config import ConfigError
+from jaxrl.objectives import explained_variance, gae_advantages, outcome_token_rewards
 
 TINY = dict(
     digits=2,
@@ -83,12 +83,12 @@ RETURNS = (RAW + VALUES) * MASK  # the value targets: [[0.61425, 0.765, 1.0], [0
 
 
 def test_gae_advantages_hand_computed_on_a_padded_batch():
-    token_rewards = losses.outcome_token_rewards(jnp.array([1.0, 0.0]), MASK)
+    token_rewards = outcome_token_rewards(jnp.array([1.0, 0.0]), MASK)
     close(token_rewards, [[0, 0, 1, 0], [0, 0, 0, 0]])
-    adv, ret = ppo_lm.gae_advantages(token_rewards, VALUES, MASK, 0.9, 0.5, whiten=False)
+    adv, ret = gae_advantages(token_rewards, VALUES, MASK, 0.9, 0.5, whiten=False)
     close(adv, RAW)
     close(ret, RETURNS)
-    whitened, ret = ppo_lm.gae_advantages(token_rewards, VALUES, MASK, 0.9, 0.5, whiten=True)
+    whitened, ret = gae_advantages(token_rewards, VALUES, MASK, 0.9, 0.5, whiten=True)
     flat = RAW[MASK > 0]  # whitened over the batch's 5 completion tokens, population std
     close(np.asarray(whitened)[MASK > 0], (flat - flat.mean()) / np.sqrt(flat.var() + 1e-8))
     assert np.all(np.asarray(whitened)[MASK == 0] == 0.0)
@@ -98,14 +98,14 @@ def test_gae_advantages_hand_computed_on_a_padded_batch():
 def test_explained_variance():
     returns = np.array([[1.0, 2.0, 3.0, 7.0]], np.float32)
     mask = np.array([[1, 1, 1, 0]], np.float32)
-    assert float(ppo_lm.explained_variance(returns, returns, mask)) == pytest.approx(1.0)
-    assert float(ppo_lm.explained_variance(np.full_like(returns, 2.0), returns, mask)) == (
+    assert float(explained_variance(returns, returns, mask)) == pytest.approx(1.0)
+    assert float(explained_variance(np.full_like(returns, 2.0), returns, mask)) == (
         pytest.approx(0.0, abs=1e-6)
     )
     # Errors (0.5, 0, -0.5): 1 - var(err) / var(R) = 1 - (1/6) / (2/3) = 0.75.
     values = returns + np.array([[-0.5, 0.0, 0.5, 0.0]], np.float32)
-    assert float(ppo_lm.explained_variance(values, returns, mask)) == pytest.approx(0.75)
-    assert float(ppo_lm.explained_variance(returns, np.ones_like(returns), mask)) == 0.0
+    assert float(explained_variance(values, returns, mask)) == pytest.approx(0.75)
+    assert float(explained_variance(returns, np.ones_like(returns), mask)) == 0.0
 
 
 # ---------------------------------------------------------------------- the critic
@@ -121,8 +121,8 @@ def state(algo):
 
 @pytest.fixture(scope="module")
 def advantages(algo):
-    """The trainer's `_advantages` hook, jitted once for both tests (8 rows each)."""
-    return jax.jit(algo._advantages)
+    """The trainer's `critic_advantages`, jitted once for both tests (8 rows each)."""
+    return jax.jit(algo.critic_advantages)
 
 
 COMPLETIONS = ["12", "7", "123456", "1", "23", "456", "89", "345"]  # 8 rows: 4 prompts x 2
@@ -131,8 +131,8 @@ COMPLETIONS = ["12", "7", "123456", "1", "23", "456", "89", "345"]  # 8 rows: 4 
 def hand_batch(algo, completions: list[str]) -> dict[str, np.ndarray]:
     """A learning batch: prompts of the first update with the given completions
     (right-padded, eos), zero rewards and log-probs (set by the tests)."""
-    algo.prepare(algo.init_host_state(0, 1))
-    examples = algo._pending[0]
+    _, host = algo.prepare(algo.init_host_state(0, 1))
+    examples = host["rollout"]["examples"][0]
     rows, t = len(completions), algo.max_new_tokens
     tokens, mask = algo.prompt_tokens(
         [examples[i % len(examples)] for i in range(rows)], algo.prompt_len
@@ -161,7 +161,7 @@ def test_critic_values_sit_at_the_state_before_each_completion_token(algo, state
     """A critic whose layers are zeroed values each position by its own token only,
     V = g(token); so the value of completion token t must be g(the token before it):
     the prompt's last token for t = 0, then the completion's own tokens. The trainer's
-    `_advantages` returns exactly these values and GAE on them."""
+    `critic_advantages` returns exactly these values and GAE on them."""
     key = jax.random.key(1)
     critic = jax.tree_util.tree_map_with_path(
         lambda path, x: jnp.zeros_like(x) if "layers_0" in str(path) else x,
@@ -188,13 +188,13 @@ def test_critic_values_sit_at_the_state_before_each_completion_token(algo, state
     assert cmask.sum(1).tolist()[:4] == [3, 2, algo.max_new_tokens, 2]
 
     rewards = np.float32([1, 0, 1, 0, 1, 1, 0, 0])
-    token_rewards = losses.outcome_token_rewards(rewards, cmask)
+    token_rewards = outcome_token_rewards(rewards, cmask)
     fields, metrics = advantages(
         state, {**batch, "rewards": rewards}, token_rewards, jnp.asarray(cmask, jnp.float32)
     )
     close(np.asarray(fields["old_values"]) * cmask, expected)
     hp = state.hparams
-    adv, ret = ppo_lm.gae_advantages(token_rewards, expected, cmask, hp.gamma, hp.gae_lambda, True)
+    adv, ret = gae_advantages(token_rewards, expected, cmask, hp.gamma, hp.gae_lambda, True)
     close(fields["advantages"], adv)
     close(fields["returns"], ret)
     assert float(metrics["value_mean"]) == pytest.approx(expected[cmask].mean(), rel=1e-5)
@@ -213,21 +213,21 @@ def test_gradient_accumulation_1x8_equals_4x2_for_the_combined_loss_under_lora()
     batch = hand_batch(algo, COMPLETIONS)
     cmask = batch["completion_mask"].astype(np.float32)
     policy = algo.model_params(state.params, state.base_params)
-    logp = jax.jit(algo._completion_logprobs)(policy, batch["tokens"], batch["mask"])
+    logp = jax.jit(algo.completion_logprobs)(policy, batch["tokens"], batch["mask"])
     old_logp = np.asarray(logp) + rng.normal(0, 0.3, cmask.shape).astype(np.float32) * cmask
     rewards = np.float32([1, 0, 1, 1, 0, 0, 1, 0])
     batch = {**batch, "rewards": rewards, "old_logp": old_logp, "sampler_logp": old_logp}
-    token_rewards = losses.outcome_token_rewards(rewards, cmask)
-    fields, _ = jax.jit(algo._advantages)(state, batch, token_rewards, jnp.asarray(cmask))
+    token_rewards = outcome_token_rewards(rewards, cmask)
+    fields, _ = jax.jit(algo.critic_advantages)(state, batch, token_rewards, jnp.asarray(cmask))
     assert np.all(np.asarray(fields["old_values"]) == 0.0)
     fields["old_values"] = fields["old_values"] + rng.normal(0, 0.3, cmask.shape) * cmask
     data = {**batch, **fields, "loss_mask": jnp.asarray(cmask)}
-    learner, _ = algo._learner(state)
+    learner = {"policy": state.params, "critic": state.critic_params}
     assert set(learner["critic"]) == {"adapters", "value_head"}
 
     def grads(micro_batches):
         accumulating = make(lora_rank=4, micro_batches=micro_batches)
-        return jax.jit(accumulating._accumulated_grads)(learner, state, data)
+        return jax.jit(accumulating.gradient)(learner, state, data)
 
     whole, whole_stats = grads(1)
     summed, summed_stats = grads(4)

@@ -20,6 +20,7 @@ from jaxrl.algorithms.sft import losses
 from jaxrl.algorithms.sft.train import encode_example, lr_schedule
 from jaxrl.config import ConfigError
 from jaxrl.lm import CharTokenizer, from_pretrained, load_tokenizer
+from jaxrl.objectives import masked_token_mean
 
 TINY = dict(
     digits=2,
@@ -68,10 +69,10 @@ def test_masked_token_nll_by_hand():
     np.testing.assert_allclose(
         losses.answer_probability(logprobs, mask), (np.exp(-5.0) + np.exp(-0.5)) / 2, rtol=1e-6
     )
-    np.testing.assert_allclose(losses.masked_token_mean(logprobs, mask), -5.5 / 3, rtol=1e-6)
+    np.testing.assert_allclose(masked_token_mean(logprobs, mask), -5.5 / 3, rtol=1e-6)
     empty = jnp.zeros_like(mask)
     assert losses.masked_token_nll(logprobs, empty) == (0.0, 0.0)
-    assert losses.masked_token_mean(logprobs, empty) == 0.0
+    assert masked_token_mean(logprobs, empty) == 0.0
 
 
 def test_greedy_exact_match_by_hand():

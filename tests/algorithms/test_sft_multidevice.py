@@ -50,7 +50,8 @@ _SCRIPT = textwrap.dedent(
         batch = jax.device_put(batch, batch_shardings)
         learn = jax.jit(jax.vmap(algo.learn), in_shardings=(shardings, batch_shardings),
                         out_shardings=(shardings, None))
-        state, metrics = learn(state, batch)
+        with jax.set_mesh(mesh):  # as the driver runs every phase: the mesh in context
+            state, metrics = learn(state, batch)
         return mesh, before, state, jax.device_get(metrics), batch
 
     def flat(tree):

@@ -1,12 +1,14 @@
 """GRPO-family RL for language models: `config.py` hyperparameters (every estimator and
-loss is a named choice), `losses.py` the advantage estimators, policy losses, loss
-aggregation, KL estimators, entropy terms and DAPO's overlong shaping (pure functions),
-`train.py` the staged algorithm (host prompts -> jitted sampling -> host rewards ->
-jitted learning) and held-out pass@k."""
+loss is a named choice from `jaxrl.objectives`), `learning.py` GRPO's state and update
+(group advantages, then epochs of minibatches of the policy loss), `train.py` the staged
+algorithm (host prompts -> jitted sampling -> host rewards -> jitted learning, from
+`jaxrl/algorithms/lm_rollout.py`) and held-out pass@k, `multiturn.py` GRPO on
+multi-turn episodes."""
 
-from . import losses
 from .config import ADVANTAGES, SWEEPABLE, GRPOConfig, default_config
-from .train import GRPO, GRPOState, make, select_groups
+from .learning import GRPOState
+from .multiturn import MultiTurnGRPO
+from .train import GRPO, make
 
 Config = GRPOConfig  # every algorithm module exposes its config class as `Config`
 
@@ -17,8 +19,7 @@ __all__ = [
     "Config",
     "GRPOConfig",
     "GRPOState",
+    "MultiTurnGRPO",
     "default_config",
-    "losses",
     "make",
-    "select_groups",
 ]

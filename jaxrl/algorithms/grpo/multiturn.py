@@ -18,7 +18,7 @@ between compiled sampling rounds, so one update uses the driver's rounds (`respo
     dynamic sampling and metrics.
   * `learn` (jitted): re-scores the whole rows with the parameters that sampled them
     (the trainer's log-probs, the ratio's denominator; entropies; the reference's
-    log-probs), then runs GRPO's learning step unchanged.
+    log-probs), then runs GRPO's learning step (`learning.py`) unchanged.
 
 One episode is one token row (P = the longest first prompt, T = `max_new_tokens` per
 turn, F = the longest feedback, N = `task.max_turns`; width after the prompt
@@ -29,13 +29,13 @@ W = N T + (N - 1) F; C = P + W - T):
 
 `completion_mask` is 1 on the model's tokens only, so the environment's tokens are in
 the context (attended to) but out of the loss, the KL and the entropy terms; the policy
-ratio and every aggregation count model tokens only (the masks of `losses.py` allow
-such holes). Rewards: each turn's reward sits on that turn's last token
+ratio and every aggregation count model tokens only (the masks of `jaxrl.objectives`
+allow such holes). Rewards: each turn's reward sits on that turn's last token
 (`token_rewards`). The group estimators (grpo, dr_grpo, rloo) sum a row's token rewards,
 so they see the episode's return, the sum of its turn rewards; `reinforce_pp` takes
 the reward-to-go over model tokens, so a turn's tokens are credited with the rewards of
-that turn and the turns after it, not those before (Hu 2025; `losses.masked_gae` steps
-over the environment's tokens).
+that turn and the turns after it, not those before (Hu 2025; `jaxrl.objectives.masked_gae`
+steps over the environment's tokens).
 """
 
 from __future__ import annotations
@@ -45,18 +45,20 @@ from collections.abc import Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from jaxrl import prng, tasks
 from jaxrl.algorithms.lm_common import encode_example, left_pad
+from jaxrl.algorithms.lm_rollout import PASS_AT_KS, RolloutAlgorithm, select_groups
 from jaxrl.config import ConfigError
-from jaxrl.lm import generate
 from jaxrl.lm.tokenizer import Tokenizer
 from jaxrl.tasks.metrics import pass_at_k
 from jaxrl.tasks.multiturn import MultiTurnTask
 
-from .config import GRPOConfig
-from .train import GRPO, GRPOState, select_groups
+from . import learning
+from .config import SWEEPABLE, GRPOConfig
+from .learning import GRPOState
 
 
 @dataclasses.dataclass
@@ -202,14 +204,24 @@ def later_turn_accuracy(rows: Sequence[EpisodeRow], success: np.ndarray) -> floa
     return float(success[later].mean()) if later.any() else 0.0
 
 
-class MultiTurnGRPO(GRPO):
-    """GRPO whose completions are multi-turn episodes (see the module docstring).
+class MultiTurnGRPO(RolloutAlgorithm):
+    """GRPO whose completions are multi-turn episodes (see the module docstring): the
+    episodes' rollout here, GRPO's state and update from `learning.py`.
 
     `max_new_tokens` is the budget of one model turn; `self.max_new_tokens` becomes the
     width W of a row after its prompt (model and environment tokens), which is also the
     constant L of `loss_agg=seq_mean_token_sum_norm`.
+
+    The episodes being played live in the host state's `rollout` (`{"episodes": one
+    list of `EpisodeRow`s per agent, "turn": turns played}`) from `prepare` to
+    `process`, which removes them: nothing of an update outlives it.
     """
 
+    name = "grpo"
+    trains_on = "task"
+    headline_metric = "accuracy"
+    eval_metric = "pass@1"
+    sweepable = SWEEPABLE
     multi_turn = True
 
     def __init__(self, config: GRPOConfig):
@@ -243,24 +255,24 @@ class MultiTurnGRPO(GRPO):
                 f"{self.prompt_len}, {n} turns of {self.turn_tokens}, {n - 1} feedbacks of "
                 f"{self.feedback_len}), more than the model's context of {context}"
             )
-        self._episodes: list[list[EpisodeRow]] = []
-        self._turn = 0
+
+    def init(self, key: jax.Array, hparams: Any, params: Any = None) -> GRPOState:
+        """GRPO's policy (and reference), as single-turn GRPO's `init`."""
+        return learning.init_state(self, key, hparams, params)
 
     # ------------------------------------------------------------------ sampling rounds
-    def prepare(self, host_state: dict[str, int]) -> tuple[dict[str, np.ndarray], dict]:
+    def prepare(self, host_state: dict[str, Any]) -> tuple[dict[str, np.ndarray], dict]:
         """Every agent's new episodes (`group_size` per prompt) and their first contexts:
         `{"tokens", "mask"}`, each (agents, rows, C)."""
-        examples, host_state = self._draw_examples(host_state)
-        self._episodes = [
+        examples, host_state = self.draw_examples(host_state)
+        episodes = [
             start_episodes(self.task, self.tokenizer, e, self.config.group_size) for e in examples
         ]
-        self._turn = 0
-        return self._contexts(), host_state
+        rollout = {"episodes": episodes, "turn": 0}
+        return self._contexts(episodes), {**host_state, "rollout": rollout}
 
-    def _contexts(self) -> dict[str, np.ndarray]:
-        padded = [
-            contexts(rows, self.context_len, self.tokenizer.pad_id) for rows in self._episodes
-        ]
+    def _contexts(self, episodes: Sequence[Sequence[EpisodeRow]]) -> dict[str, np.ndarray]:
+        padded = [contexts(rows, self.context_len, self.tokenizer.pad_id) for rows in episodes]
         return {
             "tokens": np.stack([t for t, _ in padded]),
             "mask": np.stack([m for _, m in padded]),
@@ -275,16 +287,13 @@ class MultiTurnGRPO(GRPO):
 
     def _sample_turn(self, params, tokens, mask, key) -> dict[str, jax.Array]:
         """`generate` one turn (at most T tokens, eos ends it) after each row's context."""
-        out = generate(
-            self.model,
+        out = self.sample(
             params,
             tokens,
+            mask,
             key,
             max_new_tokens=self.turn_tokens,
             temperature=self.config.temperature,
-            eos_id=self.tokenizer.eos_id,
-            prompt_mask=mask,
-            pad_id=self.tokenizer.pad_id,
         )
         return {
             "tokens": out.tokens,
@@ -293,34 +302,37 @@ class MultiTurnGRPO(GRPO):
             "sampler_logp": out.logprobs,
         }
 
-    def respond(self, collected: dict[str, np.ndarray], host_state: dict[str, int]):
+    def respond(self, collected: dict[str, np.ndarray], host_state: dict[str, Any]):
         """The environment's answer to the turn just sampled; the next contexts, or None
         when every episode has ended (at the latest after `task.max_turns` turns)."""
-        for i, rows in enumerate(self._episodes):
+        episodes = host_state["rollout"]["episodes"]
+        for i, rows in enumerate(episodes):
             turn = {name: value[i] for name, value in collected.items()}
             add_turn(self.task, self.tokenizer, rows, turn, self.feedback_len)
-        self._turn += 1
-        live = any(not row.done for rows in self._episodes for row in rows)
-        if not live or self._turn >= self.task.max_turns:
+        turns = host_state["rollout"]["turn"] + 1
+        host_state = {**host_state, "rollout": {"episodes": episodes, "turn": turns}}
+        live = any(not row.done for rows in episodes for row in rows)
+        if not live or turns >= self.task.max_turns:
             return None, host_state
-        return self._contexts(), host_state
+        return self._contexts(episodes), host_state
 
     # ------------------------------------------------------------------ rows and rewards
-    def process(self, collected: dict[str, np.ndarray], host_state: dict[str, int]):
+    def process(self, collected: dict[str, np.ndarray], host_state: dict[str, Any]):
         """The episodes' learning rows (the last turn was recorded by `respond`), with
         dynamic sampling on the episodes' returns; the sampling metrics."""
         del collected
+        host_state = dict(host_state)
+        episodes = host_state.pop("rollout")["episodes"]
         batches, stats = [], []
-        for rows in self._episodes:
+        for rows in episodes:
             batch, row_stats = self._episode_agent(rows)
             batches.append(batch)
             stats.append(row_stats)
         batch = {name: np.stack([b[name] for b in batches]) for name in batches[0]}
         metrics = {name: [s[name] for s in stats] for name in stats[0]}
-        sampled = sum(sum(row.model) for rows in self._episodes for row in rows)
-        metrics.update(self._timing_metrics(float(sampled)))
-        self._warn_if_stalled(metrics["zero_advantage_groups"])
-        return batch, host_state, metrics
+        sampled = sum(sum(row.model) for rows in episodes for row in rows)
+        metrics.update(self.clock.metrics(float(sampled)))
+        return batch, self.count_stalls(host_state, metrics["zero_advantage_groups"]), metrics
 
     def _episode_agent(self, rows: Sequence[EpisodeRow]):
         """One agent's kept rows and metrics."""
@@ -358,15 +370,14 @@ class MultiTurnGRPO(GRPO):
 
     # ------------------------------------------------------------------ learning
     def learn(self, state: GRPOState, batch: dict[str, jax.Array]) -> tuple[GRPOState, dict]:
-        """GRPO's learning step on the episode rows, after re-scoring them whole with the
-        parameters that sampled them (nothing has changed them since)."""
+        """GRPO's update (`learning.learn`) on the episode rows, after re-scoring them
+        whole with the parameters that sampled them (nothing has changed them since);
+        each turn's reward sits on the turn's last token (made by `episode_batch`)."""
         params = self.model_params(state.params, state.base_params)
-        scored = self._rescore(state, params, batch["tokens"], batch["mask"])
-        return super().learn(state, {**batch, **jax.tree.map(jax.lax.stop_gradient, scored)})
-
-    def _token_rewards(self, batch: dict[str, jax.Array], cmask: jax.Array) -> jax.Array:
-        """Each turn's reward on the turn's last token (made by `episode_batch`)."""
-        return batch["token_rewards"] * cmask
+        scored = self.rescore(state, params, batch["tokens"], batch["mask"])
+        batch = {**batch, **jax.tree.map(jax.lax.stop_gradient, scored)}
+        cmask = batch["completion_mask"].astype(jnp.float32)
+        return learning.learn(self, state, batch, batch["token_rewards"] * cmask)
 
     # ------------------------------------------------------------------ evaluation
     def play(
@@ -404,9 +415,7 @@ class MultiTurnGRPO(GRPO):
         counts = np.full(len(examples), n)
         solved = success.reshape(-1, n).sum(1)
         result = {
-            f"pass@{k}": float(np.mean(pass_at_k(counts, solved, k)))
-            for k in (1, 2, 4, 8, 16, 32, 64, 128, 256)
-            if k <= n
+            f"pass@{k}": float(np.mean(pass_at_k(counts, solved, k))) for k in PASS_AT_KS if k <= n
         }
         result["first_turn_pass@1"] = float(first.mean())
         result["later_turn_pass@1"] = later_turn_accuracy(rows, success)

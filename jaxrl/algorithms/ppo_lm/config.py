@@ -1,11 +1,12 @@
 """PPO-with-a-critic hyperparameters for language models, and their validation.
 
-`PPOLMConfig` is `GRPOConfig` (jaxrl/algorithms/grpo/config.py) with the advantage fixed
-to GAE over a learned value model and the critic's own fields, so every sampling,
-reward, policy-loss, aggregation, KL and optimisation field means the same in both and
-a GRPO run and a PPO run differ by the algorithm name (and the critic's fields). Budget
-units are GRPO's: `total_steps` counts completions, `num_prompts * group_size` per update;
-`group_size` may be 1 here (the critic, not a group, is the baseline).
+`PPOLMConfig` has the fields of every token-rollout algorithm (`LMRLConfig`,
+jaxrl/algorithms/lm_rollout.py), so every sampling, reward, policy-loss, aggregation, KL
+and optimisation field means the same as GRPO's and a GRPO run and a PPO run differ by
+the algorithm name (and the critic's fields); the advantage is fixed to GAE over a
+learned value model. Budget units are GRPO's: `total_steps` counts completions,
+`num_prompts * group_size` per update; `group_size` may be 1 here (the critic, not a
+group, is the baseline).
 """
 
 from __future__ import annotations
@@ -14,15 +15,17 @@ import dataclasses
 
 from jaxrl import config as cfg
 from jaxrl import tasks
-from jaxrl.algorithms.grpo.config import SWEEPABLE as GRPO_SWEEPABLE
-from jaxrl.algorithms.grpo.config import GRPOConfig
+from jaxrl.algorithms.lm_rollout import RL_SWEEPABLE, LMRLConfig
+from jaxrl.objectives import ADVANTAGE_ESTIMATORS, CRITIC_ADVANTAGES
 
 # Numeric hyperparameters that may differ across a vmapped sweep (float32 state leaves).
-SWEEPABLE = (*GRPO_SWEEPABLE, "critic_lr", "vf_coef", "vf_clip_eps", "gamma", "gae_lambda")
+SWEEPABLE = (*RL_SWEEPABLE, "critic_lr", "vf_coef", "vf_clip_eps", "gamma", "gae_lambda")
+# The estimators that use a learned critic's values.
+ADVANTAGES = ADVANTAGE_ESTIMATORS.only(*CRITIC_ADVANTAGES)
 
 
 @dataclasses.dataclass(frozen=True)
-class PPOLMConfig(GRPOConfig):
+class PPOLMConfig(LMRLConfig):
     """PPO for language models with a learned value function (Ouyang et al. 2022,
     InstructGPT; Schulman et al. 2017): the token-level MDP whose state is the prompt
     plus the completion so far and whose action is the next token, the outcome reward
@@ -38,7 +41,7 @@ class PPOLMConfig(GRPOConfig):
 
     total_steps: int = 40_960
     """Completions (samples) per agent: 320 updates (an update costs about twice GRPO's)."""
-    advantage: str = "gae"
+    advantage: str = dataclasses.field(default="gae", metadata={"choices": ADVANTAGES.names()})
     """Advantage estimator: gae only (a learned critic); `jaxrl train grpo` has the group ones."""
     gamma: float = 1.0
     """Discount per token (1: the outcome reward is not discounted over the completion)."""
@@ -55,16 +58,17 @@ class PPOLMConfig(GRPOConfig):
     vf_clip_eps: float = 0.2
     """Value clipping range (with clip_value), in reward units."""
 
-    ADVANTAGE_CHOICES = ("gae",)
+    ADVANTAGES = ADVANTAGES  # the `advantage` names this config accepts (not a field)
 
     def validate(self) -> PPOLMConfig:
         """Raises `ConfigError` naming the first invalid field; returns self."""
+        others = [name for name in ADVANTAGE_ESTIMATORS if name not in ADVANTAGES]
         cfg.check(
-            self.advantage == "gae",
+            self.advantage in ADVANTAGES,
             "advantage",
             self.advantage,
-            "'gae' (PPO-LM's advantages come from its critic; for grpo, dr_grpo, rloo or "
-            "reinforce_pp use `jaxrl train grpo`)",
+            f"one of {list(ADVANTAGES)} (PPO-LM's advantages come from its critic; for "
+            f"{', '.join(others)} use `jaxrl train grpo`)",
         )
         cfg.check_range(self, "gamma", 0.0, 1.0)
         cfg.check_range(self, "gae_lambda", 0.0, 1.0)

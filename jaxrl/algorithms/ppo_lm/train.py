@@ -1,21 +1,21 @@
-"""PPO with a learned critic for language models, on GRPO's staged step.
+"""PPO with a learned critic for language models: GRPO's sampling and rewards plus a
+critic and the shared objectives.
 
-`PPOLM` subclasses `GRPO` (jaxrl/algorithms/grpo/train.py): prompts, sampling and
-re-scoring (`prepare`, `collect`), host rewards (`process`), the epochs of minibatches
-with exact gradient accumulation, the policy losses, KL terms, pass@k and export are
-GRPO's. What changes is what `learn` trains and where the advantages come from, through
-GRPO's learning hooks:
+`PPOLM` is a token-rollout algorithm (`jaxrl/algorithms/lm_rollout.py`): prompts,
+sampling and re-scoring (`prepare`, `collect`), host rewards (`process`), pass@k and
+export are the ones GRPO uses. Its own parts are the critic and `learn`:
 
-  * `_advantages`: the critic values every completion token's state, V(s_t) with s_t the
-    prompt plus the completion before token t, then GAE (Schulman et al. 2016) over the
-    token rewards (the outcome reward on the last completion token, minus the KL
-    penalty with `kl_in_reward`), optionally whitened over the update's tokens; the
-    returns A + V are the value targets and V the clipping anchor.
-  * `_learner`, `_with_learner`, `_optimizer_step`: the trained pytree is
-    `{"policy", "critic"}`, each with its own AdamW (`lr`, `critic_lr`).
-  * `_normaliser`, `_loss`: the policy loss plus `vf_coef` times the clipped value loss
-    (`jaxrl.algorithms.ppo.losses.value_error`, the control PPO's), aggregated like
-    the policy loss (`loss_agg`) but over every completion token.
+  * advantages: the critic values every completion token's state, V(s_t) with s_t the
+    prompt plus the completion before token t, then GAE (Schulman et al. 2016,
+    `jaxrl.objectives.gae_advantages`) over the token rewards (the outcome reward on
+    the last completion token, minus the KL penalty with `kl_in_reward`), optionally
+    whitened over the update's tokens; the returns A + V are the value targets and V
+    the clipping anchor.
+  * the trained pytree is `{"policy", "critic"}`, each with its own AdamW (`lr`,
+    `critic_lr`), over the shared epochs of minibatches with exact accumulation.
+  * the loss (`objective`): the policy objective (policy loss, KL and entropy terms)
+    plus `vf_coef` times the clipped value loss (`jaxrl.losses.value_error`, shared with PPO),
+    aggregated like the policy loss (`loss_agg`) but over every completion token.
 
 The critic is a separate value model (InstructGPT, Ouyang et al. 2022, sec. 3.5; verl;
 OpenRLHF): the policy's architecture with `value_head=True`, initialised from the
@@ -39,23 +39,36 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl.algorithms.grpo import losses
-from jaxrl.algorithms.grpo.train import GRPO, GRPOState
 from jaxrl.algorithms.lm_common import TokenMean
-from jaxrl.algorithms.ppo.losses import value_error
-from jaxrl.algorithms.sft.losses import masked_token_mean
+from jaxrl.algorithms.lm_rollout import RolloutAlgorithm
 from jaxrl.lm import Transformer, apply_lora, init_lora
+from jaxrl.losses import value_error
+from jaxrl.objectives import (
+    aggregate_loss,
+    explained_variance,
+    gae_advantages,
+    loss_normaliser,
+    masked_token_mean,
+    outcome_token_rewards,
+)
 
 from .config import SWEEPABLE, PPOLMConfig
 
 
 @struct.dataclass
-class PPOLMState(GRPOState):
+class PPOLMState:
+    params: Any  # the policy's trained parameters: the model's, or the LoRA adapters
+    opt_state: Any
+    key: jax.Array
+    update_step: jax.Array  # int32, completed updates
+    hparams: Any  # the sweepable hyperparameters (float32 leaves, `Algorithm.hyperparams`)
+    base_params: Any = None  # LoRA: the frozen base, also the reference (not checkpointed)
+    ref_params: Any = None  # full fine-tuning with a KL term: the frozen start (not saved)
     critic_params: Any = None  # the value model's trained parameters (LoRA: adapters + head)
     critic_opt_state: Any = None
 
 
-class PPOLM(GRPO):
+class PPOLM(RolloutAlgorithm):
     """PPO with a critic for a causal LM on a task (see the module docstring)."""
 
     name = "ppo-lm"
@@ -71,29 +84,30 @@ class PPOLM(GRPO):
 
     # ------------------------------------------------------------------ construction
     def init(self, key: jax.Array, hparams: Any, params: Any = None) -> PPOLMState:
-        """GRPO's policy (and reference) from the same key, so a GRPO and a PPO-LM run
-        of one seed sample the same first completions, and the critic beside it."""
-        policy = super().init(key, hparams, params)
-        critic = self.init_critic(jax.random.fold_in(key, 1), policy)
-        fields = {f.name: getattr(policy, f.name) for f in dataclasses.fields(policy)}
+        """The policy (and reference) as GRPO's, from the same key, so a GRPO and a PPO-LM
+        run of one seed sample the same first completions, and the critic beside it."""
+        policy = self.init_policy(key, hparams, params)
+        critic = self.init_critic(
+            jax.random.fold_in(key, 1), policy["params"], policy["base_params"]
+        )
         return PPOLMState(
-            **fields,
+            **policy,
             critic_params=critic,
             critic_opt_state=self._critic_optimizer(hparams, 1.0).init(critic),
         )
 
-    def init_critic(self, key: jax.Array, state: GRPOState) -> Any:
+    def init_critic(self, key: jax.Array, policy_params: Any, base_params: Any) -> Any:
         """The critic's trained parameters at the start: the policy's starting weights
-        with a zero value head, or with LoRA, fresh adapters (from `key`) on the
-        policy's frozen base and a zero head. Call it on a state that has not trained."""
+        (`policy_params`) with a zero value head, or with LoRA, fresh adapters (from
+        `key`) on the policy's frozen base (`base_params`) and a zero head."""
         hidden = self.model.config.hidden_size
         dtype = self.model.config.params_dtype
         # Dense(1) of jaxrl/lm/model.py, zero-initialised there too: V = 0 everywhere.
         head = {"kernel": jnp.zeros((hidden, 1), dtype), "bias": jnp.zeros((1,), dtype)}
         if self.lora is None:
-            body = jax.tree.map(jnp.copy, state.params["params"])
+            body = jax.tree.map(jnp.copy, policy_params["params"])
             return {"params": {**body, "value_head": head}}
-        adapters = init_lora(key, self.model.config, self.lora, state.base_params)
+        adapters = init_lora(key, self.model.config, self.lora, base_params)
         return {"adapters": adapters, "value_head": head}
 
     def critic_model_params(self, critic: Any, base: Any) -> Any:
@@ -137,9 +151,62 @@ class PPOLM(GRPO):
         )
         return values.reshape(batch["tokens"].shape[0], -1)
 
-    # ------------------------------------------------------------------ GRPO's learning hooks
-    def _advantages(self, state: PPOLMState, batch, token_rewards, cmask):
-        """GAE on the critic's values; the returns and values as the value loss's data."""
+    # ------------------------------------------------------------------ learning
+    def learn(self, state: PPOLMState, batch: dict[str, jax.Array]) -> tuple[PPOLMState, dict]:
+        """GAE advantages on the critic's values (`critic_advantages`), then `num_epochs`
+        x `num_minibatches` steps of the policy's and the critic's AdamW, each on its own
+        part of the gradient of `objective` (one agent)."""
+        hp = state.hparams
+        cmask = batch["completion_mask"].astype(jnp.float32)
+        token_rewards = outcome_token_rewards(batch["rewards"], cmask)
+        token_rewards = self.learning_rewards(state, batch, token_rewards, cmask)
+        fields, critic_metrics = self.critic_advantages(state, batch, token_rewards, cmask)
+        data = {**batch, **fields, "loss_mask": self.loss_mask(batch, cmask)}
+        lr_scale = self.lr_scale(state.update_step)
+
+        def minibatch_step(carry, minibatch):
+            learner, opt_state = carry
+            grads, stats = self.gradient(learner, state, minibatch)
+            # Each model's own AdamW step, each clipped on its own gradient norm.
+            policy, policy_opt, grad_norm = self.adamw_step(
+                learner["policy"], opt_state["policy"], grads["policy"], hp, lr_scale
+            )
+            critic, critic_opt, critic_grad_norm = self.adamw_step(
+                learner["critic"],
+                opt_state["critic"],
+                grads["critic"],
+                hp.replace(lr=hp.critic_lr),
+                lr_scale,
+            )
+            learner = {"policy": policy, "critic": critic}
+            opt_state = {"policy": policy_opt, "critic": critic_opt}
+            return (learner, opt_state), {
+                **stats,
+                "grad_norm": grad_norm,
+                "critic_grad_norm": critic_grad_norm,
+            }
+
+        learner = {"policy": state.params, "critic": state.critic_params}
+        opt_state = {"policy": state.opt_state, "critic": state.critic_opt_state}
+        key, (learner, opt_state), step_metrics = self.epochs_of_minibatches(
+            state.key, data, (learner, opt_state), minibatch_step
+        )
+        metrics = {**critic_metrics, **step_metrics}
+        metrics = self.update_metrics(batch, cmask, metrics, hp, lr_scale)
+        state = state.replace(
+            params=learner["policy"],
+            opt_state=opt_state["policy"],
+            critic_params=learner["critic"],
+            critic_opt_state=opt_state["critic"],
+        )
+        return state.replace(key=key, update_step=state.update_step + 1), metrics
+
+    def critic_advantages(
+        self, state: PPOLMState, batch: dict[str, jax.Array], token_rewards, cmask
+    ) -> tuple[dict[str, jax.Array], dict[str, jax.Array]]:
+        """`(fields, metrics)`: GAE on the critic's values (`advantages`), the returns
+        and values as the value loss's data (`returns`, `old_values`), and the critic's
+        metrics of the whole update."""
         c, hp = self.config, state.hparams
         # The critic is the one of `collect`: nothing trains between sampling and this
         # point, so these are the values of the behaviour-time critic (V_old).
@@ -155,54 +222,43 @@ class PPOLM(GRPO):
         }
         return {"advantages": advantages, "returns": returns, "old_values": values}, metrics
 
-    def _learner(self, state: PPOLMState) -> tuple[Any, Any]:
-        learner = {"policy": state.params, "critic": state.critic_params}
-        return learner, {"policy": state.opt_state, "critic": state.critic_opt_state}
+    def gradient(self, learner: dict[str, Any], state: PPOLMState, minibatch: dict[str, Any]):
+        """The gradient of one minibatch's `objective` for `{"policy", "critic"}`, and its
+        metrics, accumulated over `micro_batches` slices (`accumulated_gradient`).
 
-    def _with_learner(self, state: PPOLMState, learner: Any, opt_state: Any) -> PPOLMState:
-        return state.replace(
-            params=learner["policy"],
-            opt_state=opt_state["policy"],
-            critic_params=learner["critic"],
-            critic_opt_state=opt_state["critic"],
+        Normalisers, each of the whole minibatch: the policy loss's over `loss_mask`, the
+        value loss's over every completion token (`entropy_top_fraction` selects tokens
+        for the policy only)."""
+        c = self.config
+        normaliser = {
+            "policy": loss_normaliser(minibatch["loss_mask"], c.loss_agg),
+            "value": loss_normaliser(minibatch["completion_mask"], c.loss_agg),
+        }
+        return self.accumulated_gradient(
+            lambda p, context, rows: self.objective(p, context[0], rows, context[1]),
+            learner,
+            (state, normaliser),
+            minibatch,
+            c.micro_batches,
         )
 
-    def _optimizer_step(self, learner, opt_state, grads, hp, lr_scale):
-        """The policy's and the critic's AdamW steps, each clipped on its own norm."""
-        step = super()._optimizer_step
-        policy, policy_opt, policy_stats = step(
-            learner["policy"], opt_state["policy"], grads["policy"], hp, lr_scale
-        )
-        critic_hp = hp.replace(lr=hp.critic_lr)
-        critic, critic_opt, critic_stats = step(
-            learner["critic"], opt_state["critic"], grads["critic"], critic_hp, lr_scale
-        )
-        return (
-            {"policy": policy, "critic": critic},
-            {"policy": policy_opt, "critic": critic_opt},
-            {"grad_norm": policy_stats["grad_norm"], "critic_grad_norm": critic_stats["grad_norm"]},
-        )
-
-    def _normaliser(self, minibatch: dict[str, jax.Array]) -> dict[str, jax.Array]:
-        """The policy loss's (over `loss_mask`) and the value loss's (over every
-        completion token: `entropy_top_fraction` selects tokens for the policy only)."""
-        value = losses.loss_normaliser(minibatch["completion_mask"], self.config.loss_agg)
-        return {"policy": super()._normaliser(minibatch), "value": value}
-
-    def _loss(self, learner, state: PPOLMState, batch: dict[str, jax.Array], normaliser):
-        """Policy loss (GRPO's, with its KL and entropy terms) + vf_coef x value loss.
+    def objective(self, learner, state: PPOLMState, batch: dict[str, jax.Array], normaliser):
+        """The loss of a slice of rows: the policy objective (`policy_objective`: policy
+        loss, KL and entropy terms) + vf_coef x the value loss, and its metrics.
 
         The value loss is PPO2's clipped squared error (Schulman et al. 2017, eq. 9, with
         the clipping of OpenAI baselines), per completion token, aggregated by `loss_agg`."""
         c, hp = self.config, state.hparams
-        policy_loss, stats = super()._loss(learner["policy"], state, batch, normaliser["policy"])
+        policy_loss, stats = self.policy_objective(
+            learner["policy"], state, batch, normaliser["policy"]
+        )
         model_params = self.critic_model_params(learner["critic"], state.base_params)
         values = self.completion_values(model_params, batch["tokens"], batch["mask"])
         per_token, clipped = value_error(
             values, batch["old_values"], batch["returns"], hp.vf_clip_eps, c.clip_value
         )
         cmask = batch["completion_mask"]
-        value_loss = losses.aggregate_loss(
+        value_loss = aggregate_loss(
             per_token, cmask, c.loss_agg, normaliser["value"], max_len=self.max_new_tokens
         )
         loss = policy_loss + hp.vf_coef * value_loss
@@ -218,48 +274,3 @@ class PPOLM(GRPO):
 def make(config: PPOLMConfig) -> PPOLM:
     """PPO with a critic for `config` (validated; bad input raises `ConfigError`)."""
     return PPOLM(config)
-
-
-def gae_advantages(
-    token_rewards: jax.Array,
-    values: jax.Array,
-    mask: jax.Array,
-    gamma: jax.Array | float,
-    gae_lambda: jax.Array | float,
-    whiten: bool,
-) -> tuple[jax.Array, jax.Array]:
-    """`(advantages, returns)` of PPO-LM, (batch, length), 0 off-mask.
-
-    GAE over the completion tokens (`losses.masked_gae`, Schulman et al. 2016, eq. 16),
-    V = 0 after the last token (the episode ends with the completion). With `whiten`,
-    the advantages are whitened over all mask tokens of the batch (the `gae` estimator of
-    `losses.compute_advantages`, as verl and Tunix); the returns A + V, the value
-    targets, always use the raw advantages.
-    """
-    if whiten:
-        return losses.compute_advantages(
-            "gae",
-            token_rewards,
-            mask,
-            group_size=1,
-            values=values,
-            gamma=gamma,
-            gae_lambda=gae_lambda,
-        )
-    return losses.masked_gae(token_rewards, values, mask, gamma, gae_lambda)
-
-
-def explained_variance(values: jax.Array, returns: jax.Array, mask: jax.Array) -> jax.Array:
-    """1 - Var[R - V] / Var[R] over the mask tokens (population variances): 1 when the
-    critic predicts the returns exactly, 0 when it does no better than their mean,
-    negative when worse. 0 when the returns do not vary (nothing to explain)."""
-    m = jnp.asarray(mask, jnp.float32)
-    count = jnp.maximum(jnp.sum(m), 1.0)
-
-    def variance(x):
-        mean = jnp.sum(x * m) / count
-        return jnp.sum(((x - mean) * m) ** 2) / count
-
-    var_returns = variance(returns)
-    ratio = variance(returns - values) / jnp.maximum(var_returns, 1e-12)
-    return jnp.where(var_returns > 1e-12, 1.0 - ratio, 0.0)

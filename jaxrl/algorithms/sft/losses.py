@@ -36,12 +36,6 @@ def masked_token_nll(logprobs: jax.Array, loss_mask: jax.Array) -> tuple[jax.Arr
     return loss, num_tokens
 
 
-def masked_token_mean(values: jax.Array, loss_mask: jax.Array) -> jax.Array:
-    """Mean of `values` over the loss tokens (0 when there are none), e.g. the entropy."""
-    mask = loss_mask.astype(jnp.float32)
-    return jnp.sum(jnp.where(loss_mask, values, 0.0)) / jnp.maximum(jnp.sum(mask), 1.0)
-
-
 def answer_probability(logprobs: jax.Array, loss_mask: jax.Array) -> jax.Array:
     """Mean over sequences of the teacher-forced probability of the whole answer.
 

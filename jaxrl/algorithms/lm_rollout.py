@@ -1,0 +1,781 @@
+"""What the token-rollout RL algorithms share: GRPO, multi-turn GRPO and PPO with a critic.
+
+Each of them is a staged algorithm (`jaxrl/training/contract.py`) whose update is
+
+  * `prepare(host_state)` (host): draws `num_prompts` training prompts per agent from
+    the task (plus `dynamic_sampling * num_prompts` spares), agent `i`'s batch `k` from
+    `numpy.random.default_rng((seed, i, k))`, so the host state is a cursor and a
+    resumed run draws the same prompts; left-pads them to one shape.
+  * `collect(state, prompts)` (jitted): samples `group_size` completions per prompt with
+    the KV cache (`jaxrl.lm.generate`), and re-scores them with the same parameters
+    (`token_logprobs`, vocabulary in chunks): the trainer's log-probs (the importance
+    ratio's denominator), token entropies, and the reference policy's log-probs when
+    there is a KL term. With one optimiser step per update the loss's own forward pass
+    is that re-scoring, and collect skips it (`LMRLConfig.fuse_rescoring`). The
+    sampler's own log-probs are kept too: their gap to the trainer's is a metric (they
+    differ only by numerics here, but not with a separate inference engine).
+  * `process(collected, host_state)` (host): decodes, scores with the reward blocks
+    (`jaxrl/rewards`; failures count and score 0), applies DAPO's overlong penalty and
+    dynamic sampling, and logs the sampling metrics.
+  * `learn(state, batch)` (jitted): each algorithm's own (`grpo/learning.py`,
+    `ppo_lm/train.py`), written with the pieces here: `learning_rewards`,
+    `loss_mask`, `epochs_of_minibatches` (the `num_epochs` x `num_minibatches` scan),
+    `accumulated_gradient` (`lm_common`), `adamw_step`, `policy_objective` (the policy
+    loss with its KL and entropy terms, from `jaxrl.objectives`) and `update_metrics`.
+
+So this module holds:
+
+* `LMRLConfig`: the fields every token-rollout algorithm shares (an algorithm's config
+  subclasses it, may restrict `ADVANTAGES` and adds its own fields).
+* `RolloutAlgorithm`: an `LMAlgorithm` with the phases above but `init` and `learn`, and
+  held-out pass@k (`evaluate`, `finish`).
+* Pure helpers: `select_groups` (dynamic sampling), `stall_counters`.
+
+Host state. Between updates (what checkpoints save) it is JSON: the prompt cursor
+`{"seed", "num_agents", "batches"}` and `stalled`, each agent's count of updates in a row
+with no learning signal. Inside an update, `prepare` adds the drawn prompts under
+`"rollout"` and `process` removes them again, so nothing of an update outlives it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from jaxrl import config as cfg
+from jaxrl import prng, tasks
+from jaxrl.algorithms.lm_common import (
+    LMAlgorithm,
+    LMConfig,
+    TokenMean,
+    agent,
+    encode_example,
+    split_rows,
+)
+from jaxrl.config import ConfigError
+from jaxrl.lm import decode_completions, token_logprobs
+from jaxrl.objectives import (
+    ADVANTAGE_ESTIMATORS,
+    GROUP_ADVANTAGES,
+    KL_ESTIMATORS,
+    LOSS_AGGREGATIONS,
+    POLICY_LOSSES,
+    aggregate_loss,
+    entropy_bonus,
+    high_entropy_mask,
+    kl_estimate,
+    kl_penalised_rewards,
+    overlong_penalty,
+    policy_loss,
+    validate_advantage,
+    validate_clip,
+)
+from jaxrl.rewards import blocks as reward_blocks
+from jaxrl.tasks.metrics import pass_at_k
+
+logger = logging.getLogger(__name__)
+
+RL_SWEEPABLE = ("lr", "weight_decay", "max_grad_norm", "eps_low", "eps_high", "kl_coef", "ent_coef")
+"""The sweepable hyperparameters every token-rollout algorithm has (float32 state leaves)."""
+
+STALL_UPDATES = 20
+"""Updates in a row with all-equal rewards in every group before a stall is reported."""
+
+PASS_AT_KS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+"""The k of the pass@k metrics (those up to `eval_samples`)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LMRLConfig(LMConfig):
+    """Fields shared by the token-rollout RL algorithms (GRPO and its variants, PPO with a
+    critic). Every estimator, loss and aggregation is a name from a registry of
+    `jaxrl.objectives`, so a paper's variant is a configuration.
+
+    Budget units: `total_steps` counts *completions* (samples) per agent; one update samples
+    `group_size` completions for each of `num_prompts` prompts, so a run makes
+    `total_steps // (num_prompts * group_size)` updates.
+    """
+
+    # -- budget (completions per agent; see the class docstring)
+    total_steps: int = 204_800
+    """Completions (samples) per agent. The default, 1,600 updates, is the budget of the
+    learning target: from the default SFT warm start, held-out pass@1 +30 points or more
+    (benchmarks/README.md, "GRPO learning")."""
+    num_prompts: int = 16
+    """Prompts per update."""
+    group_size: int = 8
+    """Completions sampled per prompt (the group of GRPO's baseline)."""
+    # -- sampling
+    max_new_tokens: int | None = None
+    """Completion length budget in tokens, per model turn on a multi-turn task (None: the
+    task's longest answer + eos)."""
+    temperature: float = 1.0
+    """Sampling temperature (the log-probs of the loss use the same)."""
+    # -- rewards
+    reward: str = "correct"
+    """Reward blocks, e.g. "correct", "correct+0.1*format" (see jaxrl/rewards/blocks.py)."""
+    overlong_cache: int = 0
+    """DAPO soft overlong penalty over the last this many tokens of the budget (0: off)."""
+    dynamic_sampling: int = 0
+    """DAPO dynamic sampling: also sample this many times num_prompts extra prompts, and
+    replace groups with all-equal rewards by informative ones (0: off)."""
+    # -- estimator and loss
+    advantage: str = dataclasses.field(
+        default="grpo", metadata={"choices": ADVANTAGE_ESTIMATORS.names()}
+    )
+    """Advantage estimator (see jaxrl/objectives/advantages.py); each algorithm accepts some."""
+    policy_loss: str = dataclasses.field(
+        default="clip", metadata={"choices": POLICY_LOSSES.names()}
+    )
+    """Policy loss: clip (PPO/DAPO surrogate), gspo (sequence ratio) or cispo."""
+    loss_agg: str = dataclasses.field(
+        default="seq_mean_token_mean", metadata={"choices": LOSS_AGGREGATIONS.names()}
+    )
+    """Loss aggregation: seq_mean_token_mean, token_mean or seq_mean_token_sum_norm."""
+    eps_low: float = 0.2
+    """Lower clip range of the ratio (1 - eps_low)."""
+    eps_high: float = 0.2
+    """Upper clip range of the ratio (1 + eps_high; DAPO's clip-higher uses 0.28)."""
+    dual_clip_c: float | None = None
+    """Dual-clip bound c > 1 for negative advantages (Ye et al. 2020; None: off)."""
+    kl: str = dataclasses.field(default="k3+", metadata={"choices": KL_ESTIMATORS.names()})
+    """KL estimator to the reference policy: k1, k2, k3 or k3+ (see jaxrl/objectives/kl.py)."""
+    kl_coef: float = 0.0
+    """KL coefficient (0: no reference model is kept at all)."""
+    kl_in_reward: bool = False
+    """Put the KL penalty in the token rewards instead of the loss."""
+    ent_coef: float = 0.0
+    """Entropy bonus coefficient."""
+    entropy_top_fraction: float = 1.0
+    """Train only on this fraction of highest-entropy tokens (Wang et al. 2025; 1: all)."""
+    # -- optimisation
+    num_epochs: int = 1
+    """Passes over each update's completions."""
+    num_minibatches: int = 1
+    """Optimiser steps per epoch (the completions are split by row)."""
+    micro_batches: int = 1
+    """Gradient-accumulation steps per minibatch (same result, less activation memory)."""
+    fuse_rescoring: bool = True
+    """Re-score in the loss when one optimiser step uses the batch (False: in `collect`).
+
+    The trainer's log-probs of the sampled rows (the ratio's denominator) then come from
+    the loss's own forward pass, which runs on the sampling parameters when there is one
+    optimiser step per update (num_epochs = num_minibatches = 1) and nothing reads them
+    before the loss (no KL in the reward, entropy_top_fraction = 1). It saves the separate
+    re-scoring forward pass in `collect` (as TRL and verl do with one update per batch);
+    the ratio is then 1 with the same gradient, and `logp_gap` comes from the loss's pass."""
+    lr: float = 2e-4
+    """Peak learning rate (AdamW)."""
+    weight_decay: float = 0.0
+    """Decoupled weight decay (AdamW)."""
+    warmup: float = 0.0
+    """Fraction of the updates with a linear learning-rate warmup."""
+    lr_schedule: str = "constant"
+    """After warmup: "cosine" (to 0 at the last update) or "constant"."""
+    # -- evaluation: pass@k on held-out prompts, sampled at `temperature`
+    eval_samples: int = 8
+    """Completions per held-out prompt for pass@k (k = 1 .. eval_samples)."""
+
+    # The advantage estimators this config accepts, a registry of `jaxrl.objectives`
+    # (an algorithm's config restricts it); a class attribute, not a field.
+    ADVANTAGES = ADVANTAGE_ESTIMATORS
+
+    @property
+    def completions_per_update(self) -> int:
+        return self.num_prompts * self.group_size
+
+    @property
+    def num_updates(self) -> int:
+        return self.total_steps // self.completions_per_update
+
+    @property
+    def rescores_in_loss(self) -> bool:
+        """Whether the loss's forward pass is the re-scoring (see `fuse_rescoring`)."""
+        return (
+            self.fuse_rescoring
+            and self.num_epochs == 1
+            and self.num_minibatches == 1
+            and not self.kl_in_reward
+            and self.entropy_top_fraction >= 1
+        )
+
+    def validate(self) -> LMRLConfig:
+        """Raises `ConfigError` naming the first invalid field; returns self."""
+        cfg.check_positive(self, "total_steps", "num_prompts", "group_size", "temperature")
+        cfg.check_positive(self, "num_epochs", "num_minibatches", "micro_batches", "eval_samples")
+        cfg.check(
+            self.total_steps >= self.completions_per_update,
+            "total_steps",
+            self.total_steps,
+            f">= num_prompts * group_size = {self.completions_per_update} (one update; "
+            "total_steps counts completions)",
+        )
+        cfg.check(
+            self.max_new_tokens is None or self.max_new_tokens >= 1,
+            "max_new_tokens",
+            self.max_new_tokens,
+            "None or >= 1",
+        )
+        self.ADVANTAGES.check(self.advantage)
+        validate_advantage(self.advantage, self.group_size)
+        POLICY_LOSSES.check(self.policy_loss)
+        LOSS_AGGREGATIONS.check(self.loss_agg)
+        KL_ESTIMATORS.check(self.kl)
+        cfg.check(self.eps_low >= 0, "eps_low", self.eps_low, ">= 0")
+        cfg.check(self.eps_high >= 0, "eps_high", self.eps_high, ">= 0")
+        validate_clip(self.policy_loss, self.eps_low, self.eps_high, self.dual_clip_c)
+        for name in ("kl_coef", "ent_coef", "overlong_cache", "dynamic_sampling"):
+            cfg.check(getattr(self, name) >= 0, name, getattr(self, name), ">= 0")
+        cfg.check(
+            self.kl_coef > 0 or not self.kl_in_reward,
+            "kl_in_reward",
+            self.kl_in_reward,
+            "False when kl_coef=0 (there is no KL to put in the reward)",
+        )
+        cfg.check(
+            0 < self.entropy_top_fraction <= 1,
+            "entropy_top_fraction",
+            self.entropy_top_fraction,
+            "in (0, 1] (1: train on every token)",
+        )
+        rows = self.completions_per_update
+        cfg.check(
+            rows % (self.num_minibatches * self.micro_batches) == 0,
+            "num_minibatches",
+            self.num_minibatches,
+            f"such that num_minibatches * micro_batches divides the {rows} completions of "
+            "an update",
+        )
+        super().validate()
+        return self
+
+
+class RolloutAlgorithm(LMAlgorithm):
+    """A token-rollout RL algorithm but its `init` and `learn` (see the module docstring).
+
+    After `__init__`: `reward` (the reward blocks), `prompt_len` (the task's longest
+    prompt), `max_new_tokens` (the completion budget), `uses_reference` (a KL term).
+    """
+
+    progress_unit = "samples"
+    checkpoint_exclude = ("base_params", "ref_params")
+    batch_field = "num_prompts"
+    multi_turn = False  # True for an algorithm that plays the episodes of multi-turn tasks
+
+    def __init__(self, config: LMRLConfig):
+        super().__init__(config)
+        c = self.config
+        if tasks.is_multi_turn(c.task) and not self.multi_turn:
+            raise ConfigError(
+                f"invalid task={c.task!r}: a multi-turn task, which {type(self).__name__} "
+                "would train on first turns only; use grpo.make(config) (MultiTurnGRPO)"
+            )
+        self.steps_per_update = c.completions_per_update
+        self.num_updates = c.num_updates
+        self.batch_rows = c.completions_per_update
+        self.reward = reward_blocks.make_reward(c.reward, self.task)
+        self.prompt_len, answer_len = self._longest_prompt_and_answer()
+        self.max_new_tokens = answer_len if c.max_new_tokens is None else c.max_new_tokens
+        context = self.model.config.max_position_embeddings
+        if self.prompt_len + self.max_new_tokens > context:
+            field = "max_new_tokens" if c.max_new_tokens is not None else "context_len"
+            raise ConfigError(
+                f"invalid {field}={getattr(c, field)!r}: the longest prompt of task "
+                f"{c.task!r} ({self.prompt_len} tokens) plus {self.max_new_tokens} new tokens "
+                f"exceeds the model's context of {context} tokens"
+            )
+        if c.overlong_cache >= self.max_new_tokens:
+            raise ConfigError(
+                f"invalid overlong_cache={c.overlong_cache}: must be < the completion budget "
+                f"max_new_tokens={self.max_new_tokens}"
+            )
+        self.uses_reference = c.kl_coef > 0
+        self.clock = SamplingClock()
+
+    def _longest_prompt_and_answer(self) -> tuple[int, int]:
+        """Tokens of the task's longest prompt (with bos) and longest answer + eos."""
+        prompt_len = answer_len = 0
+        for example in self.task.longest_examples():
+            prompt, answer = encode_example(self.tokenizer, *example)
+            prompt_len, answer_len = max(prompt_len, len(prompt)), max(answer_len, len(answer))
+        return prompt_len, answer_len
+
+    # ------------------------------------------------------------------ the policy
+    def init_policy(self, key: jax.Array, hparams: Any, params: Any = None) -> dict[str, Any]:
+        """The state fields of the policy: from `params` (a warm start, normally an SFT
+        run) or from `key`; with a KL term and no LoRA, a frozen copy of it as the
+        reference. `{params, opt_state, key, update_step, hparams, base_params,
+        ref_params}`."""
+        key, k_model = jax.random.split(key)
+        trainable, frozen = self.init_model(k_model, params)
+        reference = None
+        if self.uses_reference and self.lora is None:
+            reference = jax.tree.map(jnp.copy, trainable)
+        return dict(
+            params=trainable,
+            opt_state=self.optimizer(hparams, 1.0).init(trainable),
+            key=key,
+            update_step=jnp.zeros((), jnp.int32),
+            hparams=hparams,
+            base_params=frozen,
+            ref_params=reference,
+        )
+
+    def reference_params(self, state: Any) -> Any:
+        """The reference policy's parameters: the LoRA base, or the frozen start."""
+        return state.base_params if self.lora is not None else state.ref_params
+
+    # ------------------------------------------------------------------ phase 0: prompts
+    def init_host_state(self, seed: int, num_agents: int) -> dict[str, Any]:
+        """The prompt cursor (update `k` of agent `i` draws from `(seed, i, k)`) and each
+        agent's stall counter (`stall_counters`)."""
+        return {
+            "seed": int(seed),
+            "num_agents": int(num_agents),
+            "batches": 0,
+            "stalled": [0] * int(num_agents),
+        }
+
+    @property
+    def prompts_per_update(self) -> int:
+        """Prompts sampled per update: `num_prompts`, plus the dynamic-sampling spares."""
+        return self.config.num_prompts * (1 + self.config.dynamic_sampling)
+
+    def prepare(self, host_state: dict[str, Any]) -> tuple[dict[str, np.ndarray], dict]:
+        """This update's prompts of every agent, left-padded: `{"tokens", "mask"}`, each
+        (agents, prompts_per_update, prompt_len). The drawn examples go to `process`
+        in the host state's `rollout`."""
+        examples, host_state = self.draw_examples(host_state)
+        padded = [
+            self.prompt_tokens(agent_examples, self.prompt_len) for agent_examples in examples
+        ]
+        inputs = {
+            "tokens": np.stack([t for t, _ in padded]),
+            "mask": np.stack([m for _, m in padded]),
+        }
+        return inputs, {**host_state, "rollout": {"examples": examples}}
+
+    def draw_examples(self, host_state: dict[str, Any]) -> tuple[list[list[tasks.Example]], dict]:
+        """`prompts_per_update` training examples of every agent for this update (agent
+        `i`'s batch `k` from `(seed, i, k)`), and the advanced cursor."""
+        self.clock.mark_prepared()
+        seed, k = host_state["seed"], host_state["batches"]
+        examples = [
+            self.task.sample_train(np.random.default_rng((seed, i, k)), self.prompts_per_update)
+            for i in range(host_state["num_agents"])
+        ]
+        return examples, {**host_state, "batches": k + 1}
+
+    # ------------------------------------------------------------------ phase 1: sampling
+    def collect(self, state: Any, prompts: dict[str, jax.Array]):
+        """`group_size` completions per prompt and their scores under the current (and
+        reference) policy, for one agent. Rows are prompt-major groups."""
+        c = self.config
+        key, k_sample = prng.split(state.key)
+        params = self.model_params(state.params, state.base_params)
+        out = self.sample(
+            params,
+            prompts["tokens"],
+            prompts["mask"],
+            k_sample,
+            max_new_tokens=self.max_new_tokens,
+            temperature=c.temperature,
+            num_samples=c.group_size,
+        )
+        tokens, mask = out.sequences()
+        collected = {
+            "tokens": tokens,
+            "mask": mask,
+            "completion_mask": out.completion_mask,
+            "lengths": out.lengths,
+            "finished": out.finished,
+            "sampler_logp": out.logprobs,
+            **self.rescore(state, params, tokens, mask),
+        }
+        return state.replace(key=key), jax.tree.map(jax.lax.stop_gradient, collected)
+
+    def rescore(self, state: Any, params: Any, tokens, mask) -> dict[str, jax.Array]:
+        """The completions of rows `tokens` under the policy `params` that sampled them:
+        `old_logp` (the ratio's denominator) and `old_entropy`, unless the loss's forward
+        pass provides them (`config.rescores_in_loss`), and the reference's `ref_logp`
+        when there is a KL term; each (rows, completion length)."""
+        scored = {}
+        if not self.config.rescores_in_loss:
+            logp, entropy = self.completion_logprobs(params, tokens, mask, with_entropy=True)
+            scored = {"old_logp": logp, "old_entropy": entropy}
+        if self.uses_reference:
+            scored["ref_logp"] = self.completion_logprobs(
+                self.reference_params(state), tokens, mask
+            )
+        return scored
+
+    def completion_logprobs(self, params, tokens, mask, with_entropy: bool = False):
+        """Log-probs (and entropies) of the completion tokens, (rows, max_new_tokens):
+        `token_logprobs` scores positions 1..L-1; the completion starts at prompt_len."""
+        out = token_logprobs(
+            self.model,
+            params,
+            tokens,
+            attention_mask=mask,
+            targets_start=self.prompt_len,
+            chunk_size=self.config.logprob_chunk,
+            temperature=self.config.temperature,
+            return_entropy=with_entropy,
+        )
+        completion = lambda x: x[:, self.prompt_len - 1 :]  # noqa: E731
+        if with_entropy:
+            return completion(out[0]), completion(out[1])
+        return completion(out)
+
+    # ------------------------------------------------------------------ phase 2: rewards
+    def process(self, collected: dict[str, np.ndarray], host_state: dict[str, Any]):
+        """Rewards, DAPO's overlong penalty and dynamic sampling for every agent; the
+        sampling metrics (means over agents)."""
+        host_state = dict(host_state)
+        examples = host_state.pop("rollout")["examples"]
+        rows, stats = [], []
+        for i, agent_examples in enumerate(examples):
+            one = {name: value[i] for name, value in collected.items()}
+            batch, row_stats = self._score_agent(one, agent_examples)
+            rows.append(batch)
+            stats.append(row_stats)
+        batch = {name: np.stack([r[name] for r in rows]) for name in rows[0]}
+        metrics = {name: [s[name] for s in stats] for name in stats[0]}
+        metrics.update(self.clock.metrics(float(np.sum(collected["lengths"]))))
+        return batch, self.count_stalls(host_state, metrics["zero_advantage_groups"]), metrics
+
+    def count_stalls(
+        self, host_state: dict[str, Any], zero_advantage_groups: Sequence[float]
+    ) -> dict[str, Any]:
+        """The host state with this update's stall counters (`stall_counters`); a host
+        state saved before the counters existed starts them at 0."""
+        stalled = host_state.get("stalled") or [0] * len(zero_advantage_groups)
+        if self.config.advantage in GROUP_ADVANTAGES:
+            stalled = stall_counters(stalled, zero_advantage_groups)
+        return {**host_state, "stalled": stalled}
+
+    def _score_agent(
+        self, collected: dict[str, np.ndarray], examples: Sequence[tasks.Example]
+    ) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+        c, g = self.config, self.config.group_size
+        texts = decode_completions(
+            self.tokenizer, collected["tokens"][:, self.prompt_len :], collected["completion_mask"]
+        )
+        grouped_examples = [e for e in examples for _ in range(g)]
+        scores = reward_blocks.score(self.reward, texts, grouped_examples)
+        rewards = scores.rewards.astype(np.float32)
+        correct = np.array(
+            [
+                self.task.is_correct(t, e.answer)
+                for t, e in zip(texts, grouped_examples, strict=True)
+            ],
+            np.float32,
+        )
+        if c.overlong_cache:
+            rewards = rewards + np.asarray(
+                overlong_penalty(
+                    jnp.asarray(collected["lengths"]), self.max_new_tokens, c.overlong_cache
+                )
+            )
+        keep = select_groups(rewards, g, c.num_prompts)
+        rows = (keep[:, None] * g + np.arange(g)).reshape(-1)
+        scored = ("sampler_logp", "old_logp", "old_entropy", "ref_logp")
+        batch = {
+            name: collected[name][rows]
+            for name in ("tokens", "mask", "completion_mask", *scored)
+            if name in collected
+        }
+        batch["rewards"] = rewards[rows]
+        lengths = collected["lengths"][rows]
+        kept_rewards = rewards[rows].reshape(-1, g)
+        stats = {
+            "reward_mean": float(rewards[rows].mean()),
+            "reward_std": float(rewards[rows].std()),
+            "accuracy": float(correct[rows].mean()),
+            "response_length_mean": float(lengths.mean()),
+            "response_length_max": float(lengths.max()),
+            "clipped_fraction": float(1.0 - collected["finished"][rows].mean()),
+            "zero_advantage_groups": float(np.mean(kept_rewards.max(1) == kept_rewards.min(1))),
+            "reward_failures": float(sum(scores.failures.values())),
+            "sampled_accuracy": float(correct.mean()),
+        }
+        return batch, stats
+
+    # ------------------------------------------------------------------ phase 3: pieces of learn
+    def learning_rewards(self, state: Any, batch: dict[str, jax.Array], token_rewards, cmask):
+        """The token rewards the advantages see: `token_rewards`, minus the KL penalty
+        when it is in the reward (`kl_in_reward`, from the sampler-time log-probs)."""
+        c = self.config
+        if not c.kl_in_reward:
+            return token_rewards
+        return kl_penalised_rewards(
+            token_rewards, batch["old_logp"], batch["ref_logp"], cmask, c.kl, state.hparams.kl_coef
+        )
+
+    def loss_mask(self, batch: dict[str, jax.Array], cmask: jax.Array) -> jax.Array:
+        """The tokens the policy loss trains on: every completion token, or with
+        `entropy_top_fraction` < 1 the highest-entropy ones, ranked over the whole update
+        (before it is split into minibatches)."""
+        c = self.config
+        if c.entropy_top_fraction >= 1:
+            return cmask
+        return cmask * high_entropy_mask(batch["old_entropy"], cmask, c.entropy_top_fraction)
+
+    def epochs_of_minibatches(
+        self,
+        key: jax.Array,
+        data: dict[str, jax.Array],
+        carry: Any,
+        minibatch_step: Callable[[Any, dict[str, jax.Array]], tuple[Any, dict]],
+    ) -> tuple[jax.Array, Any, dict[str, jax.Array]]:
+        """`num_epochs` passes over the update's rows, each a fresh permutation split into
+        `num_minibatches` strided minibatches (`split_rows`), `minibatch_step(carry,
+        minibatch) -> (carry, stats)` on each. Returns the advanced `key`, the final carry
+        and the stats' means over every step."""
+        c = self.config
+        rows = c.completions_per_update
+
+        def epoch(carry, key):
+            order = jax.random.permutation(key, rows)
+            shuffled = self.keep_rows_sharded(jax.tree.map(lambda x: x[order], data))
+            minibatches = jax.tree.map(lambda x: split_rows(x, c.num_minibatches), shuffled)
+            return jax.lax.scan(minibatch_step, carry, minibatches)
+
+        key, k_epochs = prng.split(key)
+        carry, stats = jax.lax.scan(epoch, carry, prng.split(k_epochs, c.num_epochs))
+        return key, carry, {name: value.mean() for name, value in stats.items()}
+
+    def adamw_step(self, params, opt_state, grads, hp, lr_scale):
+        """One AdamW step (`optimizer`) on a minibatch's gradient: `(params, opt_state,
+        the gradient's global norm before clipping)`."""
+        updates, opt_state = self.optimizer(hp, lr_scale).update(grads, opt_state, params)
+        grad_norm = optax.tree.norm(grads)
+        return optax.apply_updates(params, updates), opt_state, grad_norm
+
+    def policy_objective(self, params, state: Any, batch: dict[str, jax.Array], normaliser):
+        """The aggregated policy loss (+ KL and entropy terms) of a slice of rows, and its
+        metrics: sums over the slice (`loss`, `logp_gap_sum`) or `TokenMean`s, which
+        `accumulated_gradient` adds up over the slices of a minibatch.
+
+        Per token: the policy loss (`policy_loss`, against the sampler-time `old_logp`,
+        or the loss's own stop-gradient log-probs with `rescores_in_loss`), plus
+        `kl_coef` x the KL estimate to the reference (unless it is in the reward), minus
+        `ent_coef` x the entropy; then `aggregate_loss` (`loss_agg`) over `loss_mask`
+        with the whole minibatch's `normaliser`."""
+        c, hp = self.config, state.hparams
+        logp, entropy = self.completion_logprobs(
+            self.model_params(params, state.base_params),
+            batch["tokens"],
+            batch["mask"],
+            with_entropy=True,
+        )
+        cmask = batch["completion_mask"].astype(jnp.float32)
+        stats = {}
+        old_logp = batch.get("old_logp")
+        if old_logp is None:  # `config.rescores_in_loss`: this pass is the re-scoring
+            old_logp = jax.lax.stop_gradient(logp)
+            stats["logp_gap_sum"] = jnp.sum(jnp.abs(batch["sampler_logp"] - old_logp) * cmask)
+        per_token, diagnostics = policy_loss(
+            c.policy_loss,
+            logp,
+            old_logp,
+            batch["advantages"],
+            batch["loss_mask"],
+            eps_low=hp.eps_low,
+            eps_high=hp.eps_high,
+            dual_clip_c=c.dual_clip_c,
+        )
+        loss_tokens = jnp.sum(batch["loss_mask"])
+        stats.update({k: TokenMean.of(v, loss_tokens) for k, v in diagnostics.items()})
+        if self.uses_reference:
+            kl = kl_estimate(logp, batch["ref_logp"], c.kl, old_logp)
+            stats["kl"] = TokenMean.over(jax.lax.stop_gradient(kl), cmask)
+            if not c.kl_in_reward:
+                per_token = per_token + hp.kl_coef * kl
+        if c.ent_coef > 0:
+            per_token = per_token + entropy_bonus(entropy, hp.ent_coef)
+        loss = aggregate_loss(
+            per_token, batch["loss_mask"], c.loss_agg, normaliser, max_len=self.max_new_tokens
+        )
+        stats["entropy"] = TokenMean.over(jax.lax.stop_gradient(entropy), cmask)
+        stats["loss"] = loss
+        return loss, stats
+
+    def update_metrics(
+        self, batch: dict[str, jax.Array], cmask: jax.Array, metrics: dict, hp: Any, lr_scale
+    ) -> dict[str, jax.Array]:
+        """`metrics` (the steps' means) completed with the update's `tokens` (completion
+        tokens trained on, over all epochs), `lr` and `logp_gap`, the mean |sampler -
+        trainer| log-prob gap per completion token (from the re-scoring pass, or from the
+        loss's own pass, whose `logp_gap_sum` it consumes)."""
+        c = self.config
+        metrics = dict(metrics)
+        completion_tokens = jnp.sum(cmask)
+        if "old_logp" in batch:
+            gap = jnp.sum(jnp.abs(batch["sampler_logp"] - batch["old_logp"]) * cmask)
+        else:  # rescored by the loss (one optimiser step: the scan's mean is its value)
+            gap = metrics.pop("logp_gap_sum")
+        metrics.update(
+            tokens=completion_tokens * c.num_epochs,
+            lr=hp.lr * lr_scale,
+            logp_gap=gap / jnp.maximum(completion_tokens, 1.0),
+        )
+        return metrics
+
+    # ------------------------------------------------------------------ evaluation
+    def pass_at_k(self, params: Any, examples: Sequence[tasks.Example], key: jax.Array) -> dict:
+        """pass@k (k = 1, 2, 4, ... up to `eval_samples`) and mean response length on
+        `examples`, from `eval_samples` completions per prompt at `temperature` (one
+        agent's plain model parameters)."""
+        c, n = self.config, self.config.eval_samples
+        size = max(1, c.eval_batch_size // n)
+        correct = np.zeros((len(examples), n), bool)
+        lengths = []
+        for start in range(0, len(examples), size):
+            chunk = list(examples[start : start + size])
+            padded = chunk + [chunk[0]] * (size - len(chunk))  # one shape: compiled once
+            tokens, mask = self.prompt_tokens(padded, self.prompt_len)
+            key, k_sample = jax.random.split(key)
+            out = self.sample(
+                params,
+                tokens,
+                mask,
+                k_sample,
+                max_new_tokens=self.max_new_tokens,
+                temperature=c.temperature,
+                num_samples=n,
+            )
+            texts = decode_completions(self.tokenizer, out.tokens, out.completion_mask)
+            for row, example in enumerate(chunk):
+                correct[start + row] = [
+                    self.task.is_correct(texts[row * n + j], example.answer) for j in range(n)
+                ]
+            lengths.extend(np.asarray(out.lengths).reshape(size, n)[: len(chunk)].ravel())
+        result = {
+            f"pass@{k}": float(np.mean(pass_at_k(np.full(len(examples), n), correct.sum(1), k)))
+            for k in PASS_AT_KS
+            if k <= n
+        }
+        result["response_length_mean"] = float(np.mean(lengths))
+        return result
+
+    def held_out_metrics(
+        self, params: Any, examples: Sequence[tasks.Example], key: jax.Array
+    ) -> dict[str, float]:
+        """What `evaluate` and `finish` report for one agent's plain model parameters:
+        `pass_at_k` (multi-turn GRPO: held-out episodes)."""
+        return self.pass_at_k(params, examples, key)
+
+    def evaluate(self, state: Any, key: jax.Array, num_episodes: int) -> dict[str, Any]:
+        """`jaxrl eval`: `held_out_metrics` (pass@k) per agent on the first `num_episodes`
+        held-out prompts (0: all)."""
+        examples = self.task.eval_examples()
+        examples = examples[:num_episodes] if num_episodes else examples
+        per_agent = [
+            self.held_out_metrics(self.merged_params(agent(state, i)), examples, key)
+            for i in range(int(state.update_step.shape[0]))
+        ]
+        return {name: np.asarray([r[name] for r in per_agent]) for name in per_agent[0]}
+
+    def finish(self, state: Any, run_dir: Any) -> dict[str, Any]:
+        """Held-out pass@k (`held_out_metrics`) after training (mean over agents) and of
+        the starting model (`_before`, when training started from a `model`), and agent
+        0's exported model."""
+        examples = self.task.eval_examples()
+        key = jax.random.key(self.config.split_seed)
+        after = self.evaluate(state, key, 0)
+        summary: dict[str, Any] = {f"{name}_after": float(np.mean(v)) for name, v in after.items()}
+        summary["pass@1_after_per_agent"] = after["pass@1"].tolist()
+        start = self.load_params()
+        if start is not None:
+            before = self.held_out_metrics(start, examples, key)
+            summary.update({f"{name}_before": value for name, value in before.items()})
+        summary.update(self.export_agent0(state, run_dir))
+        return summary
+
+
+class SamplingClock:
+    """Wall-clock marks of the host phases, for the timing metrics only.
+
+    `sample_seconds` (from `prepare` to the end of `process`: sampling and rewards),
+    `sample_tokens_per_second`, and `learn_seconds` (the previous update's learning
+    phase, from its `process` to this `prepare`). These describe the machine, not the
+    run: no result depends on them, so they are not part of the checkpointed host state
+    (a time mark of another process would be meaningless after a resume). A resumed
+    run's first update has no `learn_seconds`, as a run's first update has none.
+    """
+
+    def __init__(self) -> None:
+        self.prepared: float | None = None
+        self.processed: float | None = None
+
+    def mark_prepared(self) -> None:
+        self.prepared = time.perf_counter()
+
+    def metrics(self, sampled_tokens: float) -> dict[str, float]:
+        """The timing metrics of the update whose `process` calls this."""
+        now = time.perf_counter()
+        prepared = now if self.prepared is None else self.prepared
+        processed = prepared if self.processed is None else self.processed
+        sample_seconds = now - prepared
+        metrics = {
+            "sample_seconds": sample_seconds,
+            "sample_tokens_per_second": sampled_tokens / max(sample_seconds, 1e-9),
+        }
+        if prepared - processed > 0:  # the previous update's learning phase
+            metrics["learn_seconds"] = prepared - processed
+        self.processed = time.perf_counter()
+        return metrics
+
+
+def stall_counters(stalled: Sequence[int], zero_advantage_groups: Sequence[float]) -> list[int]:
+    """Each agent's updates in a row in which every group had equal rewards (`stalled`,
+    advanced by this update's `zero_advantage_groups` fractions); logs a warning, naming
+    the agent, when a count reaches `STALL_UPDATES`.
+
+    Under a group estimator all advantages are then zero, so the policy no longer
+    changes (collapsed or saturated). A learning rate 1.5-2.5x the default drove the
+    policy there on addition (reward 0, most completions running to the length budget),
+    and it did not recover (benchmarks/README.md, "GRPO learning-rate sensitivity").
+    The counters live in the host state, so a resumed run warns when the uninterrupted
+    one would.
+    """
+    counts = []
+    for i, (count, fraction) in enumerate(zip(stalled, zero_advantage_groups, strict=True)):
+        count = count + 1 if fraction >= 1.0 else 0
+        if count == STALL_UPDATES:
+            logger.warning(
+                "agent %d: every group has had equal rewards for %d updates in a row, so "
+                "all advantages are zero and the policy no longer changes (collapsed or "
+                "saturated); if the reward is stuck at its minimum, a lower lr or "
+                "--dynamic-sampling may help",
+                i,
+                STALL_UPDATES,
+            )
+        counts.append(count)
+    return counts
+
+
+def select_groups(rewards: np.ndarray, group_size: int, num_prompts: int) -> np.ndarray:
+    """Indices of the `num_prompts` groups to train on, out of `len(rewards) // group_size`.
+
+    Without spares (as many groups as `num_prompts`) all of them, in order. With spares
+    (DAPO's dynamic sampling, Yu et al. 2025, sec. 3.2), groups whose rewards are not all
+    equal come first, in sampling order, then all-equal ones to fill the batch when the
+    spares ran out (they have zero advantage under the group estimators, so they change
+    nothing but the count: the `zero_advantage_groups` metric shows how often).
+    """
+    grouped = np.asarray(rewards).reshape(-1, group_size)
+    if len(grouped) == num_prompts:
+        return np.arange(num_prompts)
+    informative = grouped.max(1) != grouped.min(1)
+    order = np.concatenate([np.flatnonzero(informative), np.flatnonzero(~informative)])
+    return np.sort(order[:num_prompts])
