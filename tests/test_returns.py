@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxrl.objectives import masked_gae
 from jaxrl.returns import (
     bootstrap_truncated_rewards,
     gae,
@@ -152,20 +153,6 @@ def old_masked_gae(token_rewards, values, mask, gamma, gae_lambda):
     return advantages, (advantages + values) * m
 
 
-def masked_gae_on_the_core(token_rewards, values, mask, gamma, gae_lambda):
-    """GRPO's `masked_gae` (batch-major, V = A = 0 after the last mask token) as a thin
-    wrapper of `returns.gae` with a mask: how the lead rewrites it after the merge."""
-    m = jnp.asarray(mask).astype(jnp.float32)
-    rewards = jnp.asarray(token_rewards, jnp.float32) * m
-    values = jnp.asarray(values, jnp.float32) * m
-    zeros = jnp.zeros(rewards.shape[0], jnp.float32)
-    advantages, _ = gae(
-        rewards.T, values.T, jnp.zeros_like(m.T), zeros, gamma, gae_lambda, mask=m.T
-    )
-    advantages = advantages.T * m
-    return advantages, (advantages + values) * m
-
-
 def _rollout_arrays(seed, shape=(13, 5)):
     rng = np.random.default_rng(seed)
     reward, value, next_value = rng.normal(size=(3, *shape)).astype(np.float32)
@@ -230,7 +217,7 @@ def test_q_lambda_targets_bit_exact_with_the_old_loop(seed, gamma, lam):
 
 @pytest.mark.parametrize("gamma, lam", HYPERS)
 @pytest.mark.parametrize("seed", [0, 1])
-def test_masked_gae_bit_exact_from_the_core(seed, gamma, lam):
+def test_masked_gae_on_the_core_is_bit_exact_with_the_old_recursion(seed, gamma, lam):
     rng = np.random.default_rng(seed)
     rewards, values = rng.normal(size=(2, 4, 11)).astype(np.float32)
     # Completions with holes (environment tokens) and an empty row.
@@ -241,7 +228,7 @@ def test_masked_gae_bit_exact_from_the_core(seed, gamma, lam):
     @jax.jit  # as in training: see below
     def both(r, v, m):
         return (
-            masked_gae_on_the_core(r, v, m, gamma, lam),
+            masked_gae(r, v, m, gamma, lam),
             old_masked_gae(r, v, m, gamma, lam),
         )
 

@@ -62,6 +62,7 @@ from jaxrl.algorithms.lm_common import (
 )
 from jaxrl.config import ConfigError
 from jaxrl.lm import decode_completions, token_logprobs
+from jaxrl.minibatches import run_epochs
 from jaxrl.objectives import (
     ADVANTAGE_ESTIMATORS,
     GROUP_ADVANTAGES,
@@ -536,21 +537,26 @@ class RolloutAlgorithm(LMAlgorithm):
         carry: Any,
         minibatch_step: Callable[[Any, dict[str, jax.Array]], tuple[Any, dict]],
     ) -> tuple[jax.Array, Any, dict[str, jax.Array]]:
-        """`num_epochs` passes over the update's rows, each a fresh permutation split into
-        `num_minibatches` strided minibatches (`split_rows`), `minibatch_step(carry,
-        minibatch) -> (carry, stats)` on each. Returns the advanced `key`, the final carry
-        and the stats' means over every step."""
+        """`num_epochs` passes over the update's rows (`jaxrl.minibatches.run_epochs`),
+        each a fresh permutation split into `num_minibatches` strided minibatches
+        (`split_rows`, which keeps every device's share of sharded rows),
+        `minibatch_step(carry, minibatch) -> (carry, stats)` on each. Returns the
+        advanced `key`, the final carry and the stats' means over every step."""
         c = self.config
-        rows = c.completions_per_update
 
-        def epoch(carry, key):
-            order = jax.random.permutation(key, rows)
-            shuffled = self.keep_rows_sharded(jax.tree.map(lambda x: x[order], data))
-            minibatches = jax.tree.map(lambda x: split_rows(x, c.num_minibatches), shuffled)
-            return jax.lax.scan(minibatch_step, carry, minibatches)
+        def split(x: jax.Array, num_minibatches: int) -> jax.Array:
+            return split_rows(self.keep_rows_sharded(x), num_minibatches)
 
         key, k_epochs = prng.split(key)
-        carry, stats = jax.lax.scan(epoch, carry, prng.split(k_epochs, c.num_epochs))
+        carry, stats = run_epochs(
+            minibatch_step,
+            carry,
+            data,
+            k_epochs,
+            num_epochs=c.num_epochs,
+            num_minibatches=c.num_minibatches,
+            split=split,
+        )
         return key, carry, {name: value.mean() for name, value in stats.items()}
 
     def adamw_step(self, params, opt_state, grads, hp, lr_scale):
