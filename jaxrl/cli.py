@@ -445,7 +445,7 @@ def _eval_report(
     import numpy as np
 
     from jaxrl.training.contract import TARGET_FIELDS, declared
-    from jaxrl.training.driver import mean_std
+    from jaxrl.training.summary import mean_std, per_sweep_point
 
     metric = declared(algorithm, "eval_metric")
     name = algorithm.eval_name or metric
@@ -462,11 +462,7 @@ def _eval_report(
     if per_episode:
         report["episodes_per_agent"] = episodes
     if len(grid) > 1:
-        s = resolved["run"]["num_seeds"]
-        report["sweep"] = [
-            {**point, **mean_std(per_agent[g * s : (g + 1) * s], name)}
-            for g, point in enumerate(grid)
-        ]
+        report["sweep"] = per_sweep_point(per_agent, grid, resolved["run"]["num_seeds"], name)
     return report
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import pathlib
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
@@ -145,11 +146,7 @@ def final_returns_summary(
         "final_return_window": [start, rows[-1]["update"]],
     }
     if len(agents.grid) > 1:
-        s = agents.num_seeds
-        out["sweep"] = [
-            {**point, **mean_std(final[g * s : (g + 1) * s], "final_return")}
-            for g, point in enumerate(agents.grid)
-        ]
+        out["sweep"] = per_sweep_point(final, agents.grid, agents.num_seeds, "final_return")
     return out
 
 
@@ -161,6 +158,18 @@ def mean_std(values: np.ndarray, prefix: str) -> dict[str, Any]:
         f"{prefix}_std": float(finite.std()) if finite.size else None,
         f"{prefix}_agents": int(finite.size),
     }
+
+
+def per_sweep_point(
+    values: np.ndarray, grid: Sequence[Mapping[str, Any]], num_seeds: int, prefix: str
+) -> list[dict[str, Any]]:
+    """`mean_std` of each sweep point's agents, with the point's hyperparameters. Agents
+    are stacked point by point: point g owns agents `g * num_seeds ... (g + 1) * num_seeds
+    - 1` (`agents.make_agents`)."""
+    return [
+        {**point, **mean_std(values[g * num_seeds : (g + 1) * num_seeds], prefix)}
+        for g, point in enumerate(grid)
+    ]
 
 
 def tensorboard_writer(run_dir: pathlib.Path | None, enabled: bool) -> Any:
