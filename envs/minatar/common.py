@@ -105,7 +105,7 @@ def paint(ys: jax.Array, xs: jax.Array, mask: jax.Array) -> jax.Array:
     One scatter into the flattened grid: a broadcast-compare-reduce
     (`any(rows == ys & cols == xs & mask)`) gives the same layer, but XLA fuses
     it into its consumers and recomputes the game state feeding it for every
-    cell (4x slower for Freeway's 7 layers at 64 copies).
+    cell, which costs most where a game paints many layers (Freeway's 7).
     """
     on_grid = (ys >= 0) & (ys < GRID) & (xs >= 0) & (xs < GRID)
     # Off-grid or masked points go to index GRID * GRID, which mode="drop" ignores.
@@ -118,7 +118,7 @@ def paint_point(y: jax.Array, x: jax.Array) -> jax.Array:
     """A GRID x GRID boolean layer that is True only at `(y, x)` (all False if off the grid).
 
     A one-hot compare against the flat cell index: for a single point this is
-    cheaper than `paint`'s scatter (measured: Breakout 1.3x faster at 64 copies).
+    cheaper than `paint`'s scatter (one fused elementwise pass, no scatter).
     """
     y, x = jnp.asarray(y, jnp.int32), jnp.asarray(x, jnp.int32)
     on_grid = (y >= 0) & (y < GRID) & (x >= 0) & (x < GRID)

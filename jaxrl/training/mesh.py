@@ -233,9 +233,9 @@ def psum_in_buckets(tree: Any, axis_name: str, bucket_bytes: int = BUCKET_BYTES)
 
     Why: XLA combines the all-reduces of a gradient's leaves into one all-reduce of a
     tuple, and its CPU runtime executes that as one rendezvous of the devices per tuple
-    element. With ~55 leaves (a 4-layer Llama) that cost ~4 ms per learning step on 2
-    CPU devices, against ~0.1 ms for one buffer (benchmarks/README.md, "GRPO step
-    speed"). Same sums, bit for bit: the concatenation only moves the numbers.
+    element, so a model with many leaves pays one rendezvous per leaf and step, where
+    one buffer pays one (benchmarks/README.md, "GRPO step speed"). Same sums,
+    bit for bit: the concatenation only moves the numbers.
     """
     leaves, treedef = jax.tree.flatten(tree)
     summed = list(leaves)

@@ -53,7 +53,7 @@ class RunConfig:
             run), keeps an algorithm's `lax.cond` a branch (vmapped, a per-agent
             predicate computes both sides: an off-policy agent's warm-up steps cost
             a learning step), and on CPU is faster for small networks, where batched
-            products gain nothing (SAC's 64-64 MLPs: 15% less time per update).
+            products gain nothing (`benchmarks/agent_execution.py` measures both per case).
             On accelerators, and for large per-agent batches (PPO), keep "vmap".
             Staged algorithms (language models) accept only "vmap".
         progress: Show a progress bar.
