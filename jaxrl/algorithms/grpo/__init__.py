@@ -5,6 +5,12 @@ algorithm (host prompts -> jitted sampling -> host rewards -> jitted learning, f
 `jaxrl/algorithms/lm_rollout.py`) and held-out pass@k, `multiturn.py` GRPO on
 multi-turn episodes."""
 
+import warnings
+from typing import Any
+
+from jaxrl.algorithms import lm_rollout
+
+from . import losses as losses  # deprecated aliases of jaxrl.objectives (warn when used)
 from .config import ADVANTAGES, SWEEPABLE, GRPOConfig, default_config
 from .learning import GRPOState
 from .multiturn import MultiTurnGRPO
@@ -23,3 +29,16 @@ __all__ = [
     "default_config",
     "make",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """`select_groups` moved to `jaxrl/algorithms/lm_rollout.py` in the core redesign;
+    it is still found here, with a warning."""
+    if name != "select_groups":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        "jaxrl.algorithms.grpo.select_groups moved to jaxrl.algorithms.lm_rollout",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return lm_rollout.select_groups

@@ -3,7 +3,12 @@ hyperparameters (the token-rollout fields of `jaxrl/algorithms/lm_rollout.py`, w
 advantage fixed to GAE and the critic's fields), `train.py` the staged algorithm: GRPO's
 sampling and rewards (`lm_rollout.py`), a value model trained beside the policy, and
 the shared objectives (`jaxrl.objectives`: GAE, the policy losses, the aggregation).
-The value loss is the control PPO's (`jaxrl/algorithms/ppo/losses.py`)."""
+The value loss is shared with the control PPO (`jaxrl/losses.py`)."""
+
+import warnings
+from typing import Any
+
+from jaxrl import objectives
 
 from .config import SWEEPABLE, PPOLMConfig, default_config
 from .train import PPOLM, PPOLMState, make
@@ -19,3 +24,16 @@ __all__ = [
     "default_config",
     "make",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """`gae_advantages` and `explained_variance` moved to `jaxrl.objectives` in the core
+    redesign; they are still found here, with a warning."""
+    if name not in ("gae_advantages", "explained_variance"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"jaxrl.algorithms.ppo_lm.{name} moved to jaxrl.objectives.{name}",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(objectives, name)
