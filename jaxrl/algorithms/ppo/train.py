@@ -1,14 +1,15 @@
 """PPO: `init(key, hparams) -> PPOState` and the pure `update(state) -> (state, metrics)`.
 
 One `update` collects `num_steps` transitions from `num_envs` vmapped
-environments with `lax.scan`, computes GAE, and runs `update_epochs` epochs
-of minibatch gradient steps, all inside one traced function: the driver
-(`jaxrl.training.driver`) jits it, scans it over many updates, vmaps it over
-seeds and sweeps, and shards it over devices.
+environments with the shared on-policy rollout (`jaxrl.rollout`, one `lax.scan`),
+computes GAE, and runs `update_epochs` epochs of minibatch gradient steps, all inside
+one traced function: the driver (`jaxrl.training.driver`) jits it, scans it over many
+updates, vmaps it over seeds and sweeps, and shards it over devices.
 
-The loss itself is in `losses.py`; the networks in `networks.py`; the rollout's
-bookkeeping (stepping the environments, episode statistics, observation and reward
-normalisation) is composed from the shared pieces of `jaxrl/acting.py`.
+The loss itself is in `losses.py`; the networks are `jaxrl.nn.ActorCritic` and
+`jaxrl.nn.RecurrentActorCritic`; PPO's policy for the rollout (observation
+normalisation, the actor, sampling) and its reward scaling are composed here from the
+shared pieces of `jaxrl/rollout.py` and `jaxrl/acting.py`.
 """
 
 from __future__ import annotations
