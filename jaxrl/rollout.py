@@ -10,8 +10,10 @@ The policy is a function argument, `policy(policy_state, obs, reset, key) ->
 (policy_state, PolicyStep)`, so each algorithm decides what it carries from step to
 step (a recurrent state, observation statistics, or nothing) and what it keeps per step
 for learning (`PolicyStep.extras`: a log-probability, a value, the normalised
-observation). Like Brax's `acting.generate_unroll`, this module knows no network,
-loss or optimiser.
+observation). Observations, actions and extras may be any pytree with the
+environment axis first (e.g. a dict keyed by agent, as JaxMARL's environments
+return); rewards and episode ends are one per environment, `(num_envs,)`. Like Brax's
+`acting.generate_unroll`, this module knows no network, loss or optimiser.
 
 What lives here: `rollout`, `EnvLoop` (the environments' half of the carry),
 `PolicyStep`, `Trajectory`, and `scale_rewards` (return-based reward scaling of a
