@@ -153,3 +153,42 @@ def test_env_loop_reset_starts_every_env_at_an_episode_start(num_envs):
     np.testing.assert_array_equal(loop.obs, obs)
     assert loop.done.dtype == jnp.bool_ and np.asarray(loop.done).all()
     np.testing.assert_array_equal(loop.episodes.episode_return, np.zeros(num_envs))
+
+
+class _TwoAgentCounter:
+    """A toy environment whose observations and actions are dicts keyed by agent: the
+    state counts steps, an episode ends every third step, the reward is the sum of the
+    two agents' actions."""
+
+    def reset(self, key, params):
+        return {"a": jnp.zeros(2), "b": jnp.zeros(())}, jnp.zeros((), jnp.int32)
+
+    def step(self, key, state, action, params):
+        t = state + 1
+        done = t % 3 == 0
+        state = jnp.where(done, 0, t)  # reset at an episode's end
+        reward = (action["a"] + action["b"]).astype(jnp.float32)
+        info = {"final_observation": self._obs(t)}
+        return self._obs(state), state, reward, done, jnp.bool_(False), info
+
+    @staticmethod
+    def _obs(t):
+        return {"a": jnp.full(2, t, jnp.float32), "b": t.astype(jnp.float32)}
+
+
+def test_observations_and_actions_may_be_dicts_keyed_by_agent():
+    env = _TwoAgentCounter()
+
+    def both_act_one(state, obs, reset, key):
+        ones = jnp.ones(obs["b"].shape, jnp.int32)
+        return state, rollout.PolicyStep({"a": ones, "b": ones})
+
+    loop = rollout.EnvLoop.reset(env, None, jax.random.key(0), 4)
+    _, _, _, traj = rollout.rollout(
+        env, None, both_act_one, loop, None, jax.random.key(1), 7, record_final=lambda _, o: o
+    )
+    assert traj.obs["a"].shape == (7, 4, 2) and traj.action["b"].shape == (7, 4)
+    np.testing.assert_array_equal(traj.obs["b"][:, 0], [0, 1, 2, 0, 1, 2, 0])
+    np.testing.assert_array_equal(traj.finished.episode_return[:, 0], [2, 4, 6, 2, 4, 6, 2])
+    np.testing.assert_array_equal(traj.done[:, 0], [0, 0, 1, 0, 0, 1, 0])
+    np.testing.assert_array_equal(traj.final["b"][:, 0], [1, 2, 3, 1, 2, 3, 1])
