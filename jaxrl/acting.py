@@ -14,8 +14,9 @@ few things around its policy, and writes them here once:
 * `scale_reward`: return-based reward scaling (Engstrom et al. 2020).
 
 Each piece is a pure function of small pytrees (safe under `jit`, `vmap` and
-`lax.scan`) that an agent composes in its rollout step; PPO's `_rollout` is the
-first user, off-policy agents (DQN, SAC) and world-model agents reuse them. The
+`lax.scan`) that an agent composes in its rollout step; the on-policy rollout
+(`jaxrl/rollout.py`: PPO, A2C) is built on them, and off-policy agents (DQN, SAC)
+and world-model agents reuse them. The
 running statistics themselves live in `jaxrl/running_stats.py`. The environment
 wrappers (`jaxrl.envs.wrappers`) use the same pieces for the same jobs inside an
 environment stack. Policies, losses and buffers do not live here.

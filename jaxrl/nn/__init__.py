@@ -1,5 +1,7 @@
-"""Network building blocks shared by algorithms: MLPs, recurrent cores, distributions."""
+"""Network building blocks shared by algorithms: MLPs, recurrent cores, distributions,
+and the on-policy actor-critics."""
 
+from .actor_critic import ActorCritic, RecurrentActorCritic
 from .distributions import Categorical, DiagGaussian, TanhGaussian
 from .layers import MLP, Dense, ScannedGRU, flatten_obs, orthogonal
 
@@ -12,4 +14,6 @@ __all__ = [
     "Categorical",
     "DiagGaussian",
     "TanhGaussian",
+    "ActorCritic",
+    "RecurrentActorCritic",
 ]

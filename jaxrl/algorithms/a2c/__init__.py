@@ -1,6 +1,7 @@
 """A2C (Mnih et al. 2016): `config.py` hyperparameters and presets, `losses.py` the loss,
-`train.py` the network and the `A2C` class, which declares everything the registry
-needs (see docs/ARCHITECTURE.md, "Adding an algorithm")."""
+`train.py` the `A2C` class, written on the shared `jaxrl.rollout` and
+`jaxrl.nn.ActorCritic`, which declares everything the registry needs (see
+docs/ARCHITECTURE.md, "Adding an algorithm")."""
 
 from .config import A2CConfig
 from .losses import a2c_loss

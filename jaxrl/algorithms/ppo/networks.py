@@ -1,116 +1,12 @@
-"""PPO actor-critic networks: separate actor and critic MLPs, optionally behind a GRU."""
+"""PPO's networks are the shared on-policy actor-critics of `jaxrl.nn.actor_critic`;
+this module keeps the old import path `jaxrl.algorithms.ppo.networks` working."""
 
-from __future__ import annotations
-
-from collections.abc import Sequence
-
-import flax.linen as nn
-import jax
-import jax.numpy as jnp
-
-from jaxrl.nn import (
-    MLP,
-    Categorical,
-    Dense,
-    DiagGaussian,
-    ScannedGRU,
-    TanhGaussian,
-    flatten_obs,
-    orthogonal,
+from jaxrl.nn.actor_critic import (
+    ActorCritic,
+    Distribution,
+    PolicyHead,
+    RecurrentActorCritic,
+    ValueHead,
 )
 
-Distribution = Categorical | DiagGaussian | TanhGaussian
-
-
-class PolicyHead(nn.Module):
-    """Maps features to an action distribution (small-scale init: Andrychowicz et al. 2021)."""
-
-    action_dim: int
-    discrete: bool
-    tanh_squash: bool = False
-    init_log_std: float = 0.0
-
-    @nn.compact
-    def __call__(self, x: jax.Array) -> Distribution:
-        out = Dense(self.action_dim, kernel_init=orthogonal(0.01), bias_init=nn.initializers.zeros)(
-            x
-        )
-        if self.discrete:
-            return Categorical(out)
-        # State-independent log standard deviation, a learned parameter.
-        log_std = self.param(
-            "log_std", nn.initializers.constant(self.init_log_std), (self.action_dim,)
-        )
-        log_std = jnp.broadcast_to(log_std, out.shape)
-        return TanhGaussian(out, log_std) if self.tanh_squash else DiagGaussian(out, log_std)
-
-
-class ValueHead(nn.Module):
-    @nn.compact
-    def __call__(self, x: jax.Array) -> jax.Array:
-        return Dense(1, kernel_init=orthogonal(1.0), bias_init=nn.initializers.zeros)(x)[..., 0]
-
-
-class ActorCritic(nn.Module):
-    """Feed-forward actor-critic: `obs (B, ...) -> (distribution, value (B,))`.
-
-    `policy` and `value` run one half alone (`apply(..., method="policy")`):
-    the rollout needs only the actor at each step, and evaluates the critic
-    afterwards on the whole trajectory in one large batch.
-    """
-
-    action_dim: int
-    discrete: bool
-    hidden_sizes: Sequence[int] = (64, 64)
-    activation: str = "tanh"
-    tanh_squash: bool = False
-    init_log_std: float = 0.0
-
-    def setup(self) -> None:
-        self.actor_torso = MLP(self.hidden_sizes, self.activation)
-        self.actor_head = PolicyHead(
-            self.action_dim, self.discrete, self.tanh_squash, self.init_log_std
-        )
-        self.critic_torso = MLP(self.hidden_sizes, self.activation)
-        self.critic_head = ValueHead()
-
-    def policy(self, obs: jax.Array) -> Distribution:
-        return self.actor_head(self.actor_torso(flatten_obs(obs, 1)))
-
-    def value(self, obs: jax.Array) -> jax.Array:
-        return self.critic_head(self.critic_torso(flatten_obs(obs, 1)))
-
-    def __call__(self, obs: jax.Array) -> tuple[Distribution, jax.Array]:
-        return self.policy(obs), self.value(obs)
-
-
-class RecurrentActorCritic(nn.Module):
-    """GRU actor-critic over time-major sequences.
-
-    `(carry (B, H), obs (T, B, ...), resets (T, B)) -> (carry, distribution, value (T, B))`.
-    An MLP embeds each observation, a shared GRU integrates them (its carry is
-    zeroed where `resets` marks an episode start), and separate actor and
-    critic heads read the GRU output.
-    """
-
-    action_dim: int
-    discrete: bool
-    hidden_sizes: Sequence[int] = (64,)
-    activation: str = "tanh"
-    rnn_hidden_size: int = 128
-    tanh_squash: bool = False
-    init_log_std: float = 0.0
-
-    @nn.compact
-    def __call__(
-        self, carry: jax.Array, obs: jax.Array, resets: jax.Array
-    ) -> tuple[jax.Array, Distribution, jax.Array]:
-        x = flatten_obs(obs, 2)
-        x = MLP(self.hidden_sizes, self.activation, name="embed")(x)
-        carry, h = ScannedGRU(self.rnn_hidden_size, name="gru")(carry, x, resets)
-        actor = MLP(self.hidden_sizes, self.activation, name="actor_torso")(h)
-        dist = PolicyHead(
-            self.action_dim, self.discrete, self.tanh_squash, self.init_log_std, name="actor_head"
-        )(actor)
-        critic = MLP(self.hidden_sizes, self.activation, name="critic_torso")(h)
-        return carry, dist, ValueHead(name="critic_head")(critic)
+__all__ = ["ActorCritic", "Distribution", "PolicyHead", "RecurrentActorCritic", "ValueHead"]

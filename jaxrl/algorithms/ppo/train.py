@@ -1,14 +1,15 @@
 """PPO: `init(key, hparams) -> PPOState` and the pure `update(state) -> (state, metrics)`.
 
 One `update` collects `num_steps` transitions from `num_envs` vmapped
-environments with `lax.scan`, computes GAE, and runs `update_epochs` epochs
-of minibatch gradient steps, all inside one traced function: the driver
-(`jaxrl.training.driver`) jits it, scans it over many updates, vmaps it over
-seeds and sweeps, and shards it over devices.
+environments with the shared on-policy rollout (`jaxrl.rollout`, one `lax.scan`),
+computes GAE, and runs `update_epochs` epochs of minibatch gradient steps, all inside
+one traced function: the driver (`jaxrl.training.driver`) jits it, scans it over many
+updates, vmaps it over seeds and sweeps, and shards it over devices.
 
-The loss itself is in `losses.py`; the networks in `networks.py`; the rollout's
-bookkeeping (stepping the environments, episode statistics, observation and reward
-normalisation) is composed from the shared pieces of `jaxrl/acting.py`.
+The loss itself is in `losses.py`; the networks are `jaxrl.nn.ActorCritic` and
+`jaxrl.nn.RecurrentActorCritic`; PPO's policy for the rollout (observation
+normalisation, the actor, sampling) and its reward scaling are composed here from the
+shared pieces of `jaxrl/rollout.py` and `jaxrl/acting.py`.
 """
 
 from __future__ import annotations
@@ -20,16 +21,16 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxrl import acting, envs, prng
+from jaxrl import acting, envs, prng, rollout
 from jaxrl import config as cfg
 from jaxrl.minibatches import run_epochs
+from jaxrl.nn import ActorCritic, RecurrentActorCritic
 from jaxrl.returns import bootstrap_truncated_rewards, gae
 from jaxrl.running_stats import RunningStats, init_stats, normalize
 from jaxrl.training.contract import EnvironmentAlgorithm
 
 from . import losses
 from .config import GRAD_CLIPS, SWEEPABLE, PPOConfig
-from .networks import ActorCritic, RecurrentActorCritic
 
 
 @struct.dataclass
@@ -222,67 +223,73 @@ class PPO(EnvironmentAlgorithm):
 
     # ------------------------------------------------------------------ rollout
     def _rollout(self, state: PPOState) -> tuple[PPOState, Transition, dict[str, jax.Array]]:
-        """Collects `num_steps` transitions from every environment.
+        """Collects `num_steps` transitions from every environment (`jaxrl.rollout`).
 
-        Each step is a composition of the shared pieces in `jaxrl/acting.py`:
-        normalise the observation, act, step the environments, track episodes,
-        scale the reward. Feed-forward networks run only the actor inside the
-        sequential loop; the critic is evaluated afterwards, in one large batch, on
-        every observation of the rollout, every `final_observation` (for the
-        truncation bootstrap) and the last observation (for GAE). The parameters do
-        not change during the rollout, so the values are the same, and one big
-        matrix product is much cheaper than 128 small ones. A recurrent network's
-        value is a head on the GRU state it computes anyway, so only its
-        final-observation values are deferred.
+        The policy normalises each observation (updating the running statistics), runs
+        the network and samples; the shared rollout steps the environments and tracks
+        the episodes; the rewards are then scaled (`rollout.scale_rewards`).
+        Feed-forward networks run only the actor inside the sequential loop; the
+        critic is evaluated afterwards, in one large batch, on every observation of the
+        rollout, every `final_observation` (for the truncation bootstrap) and the last
+        observation (for GAE). The parameters do not change during the rollout, so the
+        values are the same, and one big matrix product is much cheaper than 128 small
+        ones. A recurrent network's value is a head on the GRU state it computes
+        anyway, so only its final-observation values are deferred.
         """
         c = self.config
 
-        def step(state: PPOState, _):
-            key, k_act, k_env = prng.split(state.key, 3)
-            obs_stats, obs_in = self._observe(state.obs_stats, state.obs)
-            carry, dist, value = self._rollout_policy(state, obs_in)
-            action = dist.sample(k_act)
-            next_obs, env_state, reward, terminated, truncated, info = acting.step_envs(
-                self.env, self.env_params, k_env, state.env_state, self.to_env_action(action)
+        def policy(policy_state, obs, reset, key):
+            obs_stats, carry = policy_state
+            obs_stats, obs_in = self._observe(obs_stats, obs)
+            carry, dist, value = self._rollout_policy(state.params, obs_in, carry, reset)
+            action = dist.sample(key)
+            extras = {"obs": obs_in, "log_prob": dist.log_prob(action), "value": value}
+            return (obs_stats, carry), rollout.PolicyStep(
+                action, extras, self.to_env_action(action)
             )
-            done = jnp.logical_or(terminated, truncated)
-            episodes, finished = acting.track_episodes(state.episodes, reward, done)
-            return_stats, discounted_return, scaled_reward = self._scale_reward(state, reward, done)
-            transition = Transition(
-                obs=obs_in,
-                action=action,
-                log_prob=dist.log_prob(action),
-                value=value,
-                reward=scaled_reward,
-                done=done,
-                reset=state.done,
-            )
-            # What the truncation bootstrap needs once the loop is done.
-            final = None
-            if c.bootstrap_truncation:
-                final = {
-                    "obs": self._normalize_obs(obs_stats, info["final_observation"]),
-                    "carry": carry,
-                    "terminated": terminated,
-                    "truncated": truncated,
-                }
-            new_state = state.replace(
-                key=key,
-                env_state=env_state,
-                obs=next_obs,
-                done=done,
-                rnn_carry=carry,
-                obs_stats=obs_stats,
-                return_stats=return_stats,
-                discounted_return=discounted_return,
-                episodes=episodes,
-            )
-            return new_state, (transition, final, finished)
 
+        def truncation_bootstrap_inputs(policy_state, final_observation):
+            obs_stats, carry = policy_state
+            return {"obs": self._normalize_obs(obs_stats, final_observation), "carry": carry}
+
+        loop = rollout.EnvLoop(state.env_state, state.obs, state.done, state.episodes)
+        loop, (obs_stats, rnn_carry), key, steps = rollout.rollout(
+            self.env,
+            self.env_params,
+            policy,
+            loop,
+            (state.obs_stats, state.rnn_carry),
+            state.key,
+            c.num_steps,
+            record_final=truncation_bootstrap_inputs if c.bootstrap_truncation else None,
+        )
+        return_stats, discounted_return, reward = self._scale_rewards(state, steps)
+        traj = Transition(
+            obs=steps.extras["obs"],
+            action=steps.action,
+            log_prob=steps.extras["log_prob"],
+            value=steps.extras["value"],
+            reward=reward,
+            done=steps.done,
+            reset=steps.reset,
+        )
         start_carry = state.rnn_carry
-        state, (traj, final, finished) = jax.lax.scan(step, state, None, length=c.num_steps)
+        state = state.replace(
+            key=key,
+            env_state=loop.env_state,
+            obs=loop.obs,
+            done=loop.done,
+            rnn_carry=rnn_carry,
+            obs_stats=obs_stats,
+            return_stats=return_stats,
+            discounted_return=discounted_return,
+            episodes=loop.episodes,
+        )
+        final = None
+        if c.bootstrap_truncation:
+            final = {**steps.final, "terminated": steps.terminated, "truncated": steps.truncated}
         traj, last_value = self._critic_after_rollout(state, traj, final)
-        metrics = acting.episode_metrics(finished)
+        metrics = acting.episode_metrics(steps.finished)
         return state, traj, {**metrics, "_start_carry": start_carry, "_last_value": last_value}
 
     def _observe(self, stats: RunningStats, obs: jax.Array) -> tuple[RunningStats, jax.Array]:
@@ -291,26 +298,26 @@ class PPO(EnvironmentAlgorithm):
             return stats, obs.astype(jnp.float32)
         return acting.normalize_obs(stats, obs, self.config.obs_clip)
 
-    def _rollout_policy(self, state: PPOState, obs_in: jax.Array):
+    def _rollout_policy(self, params, obs_in: jax.Array, carry, reset: jax.Array):
         """`(carry, dist, value)` for one rollout step; the feed-forward value is deferred
         to `_critic_after_rollout` (None here)."""
         if self.config.recurrent:
-            return self._policy(state.params, obs_in, state.rnn_carry, state.done)
-        return None, self.network.apply(state.params, obs_in, method="policy"), None
+            return self._policy(params, obs_in, carry, reset)
+        return None, self.network.apply(params, obs_in, method="policy"), None
 
-    def _scale_reward(
-        self, state: PPOState, reward: jax.Array, done: jax.Array
+    def _scale_rewards(
+        self, state: PPOState, steps: rollout.Trajectory
     ) -> tuple[RunningStats, jax.Array, jax.Array]:
-        """`(return_stats, discounted_return, reward for learning)`: scaled by the running
-        std of the discounted return with normalize_reward, else the raw reward."""
+        """`(return_stats, discounted_return, rewards for learning)`: scaled by the running
+        std of the discounted return with normalize_reward, else the raw rewards."""
         c = self.config
         if not c.normalize_reward:
-            return state.return_stats, state.discounted_return, reward
-        return acting.scale_reward(
+            return state.return_stats, state.discounted_return, steps.reward
+        return rollout.scale_rewards(
             state.return_stats,
             state.discounted_return,
-            reward,
-            done,
+            steps.reward,
+            steps.done,
             state.hparams.gamma,
             c.reward_clip,
         )
