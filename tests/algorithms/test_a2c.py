@@ -83,7 +83,8 @@ def code_lines(path: pathlib.Path, imports: bool) -> int:
     source = path.read_text()
     skipped: set[int] = set()
     for node in ast.walk(ast.parse(source)):
-        first = (getattr(node, "body", None) or [None])[0]
+        body = getattr(node, "body", None)  # a statement list, or a lambda's expression
+        first = body[0] if isinstance(body, list) and body else None
         is_docstring = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
         if is_docstring and isinstance(first.value.value, str):
             skipped.update(range(first.lineno, first.end_lineno + 1))
