@@ -54,6 +54,19 @@ MINATAR_GAMES = ("Breakout", "Asterix", "Freeway", "SpaceInvaders")
 NETWORKS = ("auto", "mlp", "conv")
 
 
+def check_epsilon_schedule(config: Any) -> None:
+    """Raises `ConfigError` unless `eps_start`, `eps_end` and `eps_fraction` of `config`
+    describe a decaying `linear_epsilon` schedule (each in [0, 1], end <= start)."""
+    for name in ("eps_start", "eps_end", "eps_fraction"):
+        cfg.check_range(config, name, 0.0, 1.0)
+    cfg.check(
+        config.eps_end <= config.eps_start,
+        "eps_end",
+        config.eps_end,
+        f"<= eps_start={config.eps_start} (epsilon decays)",
+    )
+
+
 def epsilon_greedy(key: jax.Array, q_values: jax.Array, epsilon: jax.Array | float) -> jax.Array:
     """Per row of `q_values (B, A)`: a uniformly random action with probability
     `epsilon`, else `argmax_a Q` (Sutton & Barto 2018, sec. 2.2). Returns int32 (B,)."""
@@ -246,15 +259,7 @@ class QLearningConfig(OffPolicyConfig):
             self.max_grad_norm,
             ">= 0 (0: no clipping)",
         )
-        cfg.check_range(self, "eps_start", 0.0, 1.0)
-        cfg.check_range(self, "eps_end", 0.0, 1.0)
-        cfg.check_range(self, "eps_fraction", 0.0, 1.0)
-        cfg.check(
-            self.eps_end <= self.eps_start,
-            "eps_end",
-            self.eps_end,
-            f"<= eps_start={self.eps_start} (epsilon decays)",
-        )
+        check_epsilon_schedule(self)
         cfg.check_choice(self, "network", NETWORKS)
         return self
 

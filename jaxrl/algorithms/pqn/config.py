@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any
 
 from jaxrl import config as cfg
-from jaxrl.algorithms.qlearning import NETWORKS
+from jaxrl.algorithms.qlearning import NETWORKS, check_epsilon_schedule
 
 # Numeric hyperparameters that may differ across a vmapped sweep: they live in
 # the training state as float32 leaves. Everything else is static structure.
@@ -109,15 +109,7 @@ class PQNConfig:
         cfg.check_positive(self, "reward_scale", "conv_channels")
         cfg.check_range(self, "gamma", 0.0, 1.0)
         cfg.check_range(self, "q_lambda", 0.0, 1.0)
-        cfg.check_range(self, "eps_start", 0.0, 1.0)
-        cfg.check_range(self, "eps_end", 0.0, 1.0)
-        cfg.check_range(self, "eps_fraction", 0.0, 1.0)
-        cfg.check(
-            self.eps_end <= self.eps_start,
-            "eps_end",
-            self.eps_end,
-            f"<= eps_start={self.eps_start} (epsilon decays)",
-        )
+        check_epsilon_schedule(self)
         cfg.check_choice(self, "optimizer", OPTIMIZERS)
         cfg.check_choice(self, "norm", NORMS)
         cfg.check_choice(self, "network", NETWORKS)
