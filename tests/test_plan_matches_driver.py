@@ -7,7 +7,9 @@ every program `jaxrl.plan.plan(..., topology="cpu:8")` lowers for the same algor
 config and run options; their StableHLO texts (`Lowered.as_text()`) must be equal.
 Both go through `jaxrl.training.steppers.lower_phase`; the recording wraps it, so the
 comparison covers what each side passes in: the abstract state and inputs, their
-shardings, the chunk length and how the agents run.
+shardings, the chunk length and how the agents run. Once every program of a case is
+lowered, the recording stops the run or plan (what compiles or runs next is not
+compared).
 
 Cases: PPO with `agent_execution="vmap"` and `"map"` (eight agents, one per device:
 the `shard_map` of per-device `lax.map`s), SAC (two agents), and GRPO's `collect` and
@@ -40,16 +42,26 @@ _SCRIPT = textwrap.dedent(
     recorded = []
     lower_phase = steppers.lower_phase
 
+    COMPILED = ("update", "collect", "learn")  # the phases that are programs
+
+    class Lowered(Exception):
+        pass  # every program of the case is lowered: stop before compiling or running
+
     def recording(algo, phase, args, **kwargs):
         program = lower_phase(algo, phase, args, **kwargs)
         recorded.append((phase, program.lowered.as_text()))
+        if len(recorded) == len([p for p in algo.phases if p in COMPILED]):
+            raise Lowered
         return program
 
     steppers.lower_phase = recording
 
     def programs(call):
         recorded.clear()
-        call()
+        try:
+            call()
+        except Lowered:
+            pass
         return list(recorded)
 
     LM = dict(digits=2, num_eval=8, num_layers=1, hidden_size=32, num_heads=2,
