@@ -1,0 +1,199 @@
+"""The `params_fingerprint` of a tiny two-seed run of every algorithm and main variant.
+
+A refactor must keep every fingerprint bit-exact (same summation order, PRNG splits and
+dtypes). Fingerprints depend on the CPU model, so they are compared between two
+commits on one machine, not checked in:
+
+    git worktree add /tmp/before <commit>; ln -s ../envs /tmp/before/jaxrl/envs
+    PYTHONPATH=/tmp/before python tests/tools/fingerprints.py /tmp/before.json
+    python tests/tools/fingerprints.py /tmp/after.json [case ...]
+
+(the `jaxrl/envs` link lets `jaxrl.envs` import from the other tree.)
+
+Each case is an algorithm, an environment (or None for a task) and config overrides
+small enough to train in seconds, chosen so that the parameters move (the GRPO cases
+add a length penalty, so that a random model's rewards differ within a group).
+"""
+
+import json
+import sys
+import time
+
+import jaxrl
+from jaxrl import algorithms
+from jaxrl.training.driver import RunConfig, train
+
+LM = dict(
+    digits=2,
+    num_eval=8,
+    num_layers=1,
+    hidden_size=32,
+    num_heads=2,
+    num_kv_heads=2,
+    mlp_size=64,
+    eval_batch_size=32,
+)
+OFF = dict(
+    total_steps=256,
+    num_envs=2,
+    train_frequency=4,
+    gradient_steps=2,
+    batch_size=16,
+    buffer_size=128,
+    learning_starts=64,
+    hidden_sizes=(16,),
+)
+AC = dict(total_steps=96, batch_size=8, buffer_size=64, learning_starts=16, hidden_sizes=(16, 16))
+DREAMER = dict(
+    total_steps=64,
+    num_envs=2,
+    train_every=4,
+    train_ratio=2.0,
+    batch_size=2,
+    batch_length=8,
+    buffer_size=64,
+    learning_starts=16,
+    imagination_starts=8,
+    horizon=3,
+    num_bins=31,
+    model_size="debug",
+    transformer_window=4,
+    transformer_heads=2,
+)
+CASES = {
+    "ppo": ("ppo", "CartPole-v1", dict(total_steps=4096, num_envs=4, num_steps=64)),
+    "ppo-cont": (
+        "ppo",
+        "Pendulum-v1",
+        dict(total_steps=2048, num_envs=4, num_steps=64, normalize_obs=True, normalize_reward=True),
+    ),
+    "ppo-rnn": (
+        "ppo",
+        "CartPole-v1",
+        dict(total_steps=2048, num_envs=4, num_steps=32, recurrent=True, rnn_hidden_size=16),
+    ),
+    "pqn": (
+        "pqn",
+        "CartPole-v1",
+        dict(
+            num_envs=4,
+            num_steps=16,
+            num_epochs=2,
+            num_minibatches=4,
+            hidden_sizes=(32, 32),
+            total_steps=4 * 16 * 3,
+        ),
+    ),
+    "dqn": ("dqn", "CartPole-v1", OFF),
+    "dqn-per-n3": ("dqn", "CartPole-v1", {**OFF, "prioritised": True, "n_step": 3}),
+    "c51": ("c51", "CartPole-v1", {**OFF, "num_atoms": 11, "v_min": 0.0, "v_max": 20.0}),
+    "sac": ("sac", "Pendulum-v1", AC),
+    "td3": ("td3", "Pendulum-v1", AC),
+    "dreamer-gru": ("dreamer", "CartPole-v1", DREAMER),
+    "dreamer-ssm": ("dreamer", "CartPole-v1", {**DREAMER, "backbone": "ssm"}),
+    "sft": (
+        "sft",
+        None,
+        {
+            **LM,
+            "batch_size": 8,
+            "total_steps": 8 * 6,
+            "lr": 3e-3,
+            "warmup": 0.0,
+            "lr_schedule": "constant",
+            "stop_at_train_accuracy": None,
+            "num_eval": 16,
+            "eval_batch_size": 16,
+        },
+    ),
+    "dpo": (
+        "dpo",
+        None,
+        {
+            **LM,
+            "batch_size": 8,
+            "total_steps": 8 * 3,
+            "lr": 3e-3,
+            "warmup": 0.0,
+            "num_eval": 16,
+            "eval_batch_size": 16,
+        },
+    ),
+    "grpo": (
+        "grpo",
+        None,
+        {
+            **LM,
+            "num_prompts": 4,
+            "group_size": 4,
+            "total_steps": 16 * 3,
+            "eval_samples": 4,
+            "reward": "correct+length:3:2",
+        },
+    ),
+    "grpo-kl": (
+        "grpo",
+        None,
+        {
+            **LM,
+            "num_prompts": 4,
+            "group_size": 4,
+            "total_steps": 16 * 3,
+            "eval_samples": 4,
+            "kl_coef": 0.1,
+            "ent_coef": 0.01,
+            "reward": "correct+length:3:2",
+            "advantage": "rloo",
+            "loss_agg": "token_mean",
+            "num_minibatches": 2,
+            "num_epochs": 2,
+        },
+    ),
+    "grpo-guess": (
+        "grpo",
+        None,
+        {
+            "task": "guess",
+            "max_number": 8,
+            "num_eval": 8,
+            "num_layers": 1,
+            "hidden_size": 32,
+            "num_heads": 2,
+            "num_kv_heads": 2,
+            "mlp_size": 64,
+            "eval_batch_size": 32,
+            "num_prompts": 4,
+            "group_size": 4,
+            "total_steps": 16 * 2,
+            "eval_samples": 4,
+            "ent_coef": 0.01,
+        },
+    ),
+    "ppo-lm": (
+        "ppo-lm",
+        None,
+        {
+            **LM,
+            "num_prompts": 4,
+            "group_size": 2,
+            "total_steps": 8 * 3,
+            "eval_samples": 4,
+            "reward": "correct+length:3:2",
+        },
+    ),
+}
+out = {}
+names = sys.argv[2:] or list(CASES)
+for name in names:
+    algo_name, env, over = CASES[name]
+    t = time.time()
+    try:
+        config = jaxrl.make_config(algo_name, env, **over)
+        algo = algorithms.get(algo_name).make(config)
+        res = train(algo, RunConfig(num_seeds=2, progress=False))
+        out[name] = res.summary["params_fingerprint"]
+    except Exception as err:  # noqa: BLE001 - report every case, then the failures
+        out[name] = f"ERROR {type(err).__name__}: {err}"
+    print(name, out[name], f"{time.time() - t:.0f}s", flush=True)
+with open(sys.argv[1], "w") as f:
+    json.dump(out, f, indent=1)
