@@ -83,16 +83,26 @@ def _one_line_warnings() -> None:
     warnings.formatwarning = format_warning
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line, like jaxrl's own usage errors:
+    `jaxrl: error: ...` naming the command, then exit status 2 (no usage block)."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        self.exit(2, f"jaxrl: error: {message} (see `{self.prog} --help`)\n")
+
+
 def _build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The parser; `jaxrl train ALGO [--env ENV]` gets ALGO's flags with ENV's preset."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="jaxrl", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--debug", action="store_true", help="print tracebacks of errors")
     sub = parser.add_subparsers(title="commands")
 
     p_envs = sub.add_parser("envs", help="list and smoke-step every registered environment")
-    p_envs.add_argument("--steps", type=int, default=100, help="random steps per environment")
+    p_envs.add_argument(
+        "--steps", type=_positive_int, default=100, help="random steps per environment"
+    )
     p_envs.set_defaults(handler=_cmd_envs)
 
     p_train = sub.add_parser("train", help="train an agent", argument_default=argparse.SUPPRESS)
@@ -121,7 +131,7 @@ def _build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 
     p_eval = sub.add_parser("eval", help="evaluate the latest checkpoint of a run")
     p_eval.add_argument("run_dir", help="a run directory (written by `jaxrl train`)")
-    p_eval.add_argument("--episodes", type=int, default=10, help="episodes per agent")
+    p_eval.add_argument("--episodes", type=_positive_int, default=10, help="episodes per agent")
     p_eval.add_argument("--seed", type=int, default=0, help="seed of the evaluation episodes")
     p_eval.add_argument(
         "--stochastic", action="store_true", help="sample actions instead of the mode"
@@ -312,6 +322,18 @@ def _metavar(hint: Any) -> str:
     return getattr(hint, "__name__", "VALUE").upper()
 
 
+def _positive_int(value: str) -> int:
+    """argparse type of counts (`--episodes`, `--steps`): an integer >= 1, checked before
+    any work (0 or a negative count would fail deep inside JAX)."""
+    try:
+        number = int(value)
+    except ValueError:
+        number = None
+    if number is None or number < 1:
+        raise argparse.ArgumentTypeError(f"invalid value {value!r}: must be an integer >= 1")
+    return number
+
+
 def _parse_bool(value: str) -> bool:
     return bool(cfg.coerce("flag", value, bool))
 
@@ -467,9 +489,10 @@ def _eval_report(
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
-    from jaxrl.plotting import plot_runs
+    from jaxrl.plotting import check_output_format, plot_runs
 
     output = pathlib.Path(args.output or pathlib.Path(args.run_dirs[0]) / "curves.png")
+    check_output_format(output)
     if args.output and output.exists() and not args.force:
         raise cfg.ConfigError(
             f"invalid --output={str(output)!r}: it exists; pass --force to replace it"

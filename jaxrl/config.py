@@ -161,7 +161,7 @@ def parse_sweep(
     if not specs:
         return {}
     if isinstance(specs, Mapping):
-        return {k: [float(v) for v in vs] for k, vs in specs.items()}
+        return {name: _sweep_values(name, values) for name, values in specs.items()}
     grid: dict[str, list[float]] = {}
     for spec in specs:
         name, sep, values = spec.partition("=")
@@ -178,6 +178,22 @@ def parse_sweep(
         except ValueError:
             raise ConfigError(f"invalid sweep {spec!r}: values must be numbers") from None
     return grid
+
+
+def _sweep_values(name: str, values: Any) -> list[float]:
+    """One entry of a sweep given as a mapping: a list of numbers; a single value or a
+    non-number is a `ConfigError` saying what to give instead."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise ConfigError(
+            f"invalid sweep {{{name!r}: {values!r}}}: a sweep takes a list of values, "
+            f"e.g. {{{name!r}: [{values!r}]}}; give a single value as {name}={values!r} instead"
+        )
+    try:
+        return [float(v) for v in values]
+    except (TypeError, ValueError):
+        raise ConfigError(
+            f"invalid sweep {{{name!r}: {values!r}}}: values must be numbers"
+        ) from None
 
 
 def expand_grid(grid: Mapping[str, Sequence[float]]) -> list[dict[str, float]]:

@@ -10,13 +10,75 @@ from __future__ import annotations
 
 import json
 import pathlib
+import warnings
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from jaxrl import algorithms
 from jaxrl import config as cfg
 from jaxrl.training.contract import TARGET_FIELDS
+
+
+def _matplotlib() -> Any:
+    """`matplotlib.pyplot` on the file-only Agg backend; an `ImportError` saying how to
+    install it when it is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as err:
+        raise ImportError("plotting needs matplotlib: pip install matplotlib") from err
+    return plt
+
+
+def check_output_format(output: str | pathlib.Path) -> None:
+    """Raises `ConfigError` (before anything is read or drawn) when matplotlib cannot
+    write `output`'s image format, naming the formats it can. No suffix is allowed:
+    matplotlib then writes its default format."""
+    plt = _matplotlib()
+    suffix = pathlib.Path(output).suffix.lower().lstrip(".")
+    formats = sorted(plt.figure().canvas.get_supported_filetypes())
+    plt.close("all")
+    cfg.check(
+        not suffix or suffix in formats,
+        "--output",
+        str(output),
+        f"an image file ending in one of {['.' + f for f in formats]}",
+    )
+
+
+def read_metrics(path: pathlib.Path) -> list[dict[str, Any]]:
+    """The rows of a metrics.jsonl file.
+
+    A damaged line is a `ConfigError` naming the file and line, except a last line
+    without its newline: that is the torn write of a run being written (or killed),
+    skipped with a warning so a live run can still be plotted.
+    """
+    text = path.read_text()
+    lines = text.split("\n")
+    rows = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as err:
+            if number == len(lines):  # no newline after it: a torn last write
+                warnings.warn(
+                    f"{path}: skipped line {number}, an incomplete last row ({err.msg})",
+                    stacklevel=2,
+                )
+                continue
+            raise cfg.ConfigError(
+                f"invalid metrics file {path}: line {number} is not a JSON row ({err.msg}); "
+                "every line must be one JSON object"
+            ) from None
+    if not rows:
+        raise cfg.ConfigError(f"invalid metrics file {path}: it holds no rows")
+    return rows
 
 
 def load_curves(
@@ -31,11 +93,7 @@ def load_curves(
     entry = algorithms.get(resolved["algorithm"])
     metric = metric or entry.headline_metric
     unit = entry.algorithm.progress_unit
-    rows = [
-        json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line
-    ]
-    if not rows:
-        raise ValueError(f"{run_dir}: metrics.jsonl is empty")
+    rows = read_metrics(run_dir / "metrics.jsonl")
     if metric not in rows[0]:  # a ConfigError: the CLI reports it as a usage error
         available = sorted(k for k, v in rows[0].items() if isinstance(v, list))
         raise cfg.ConfigError(f"unknown metric {metric!r}; available: {available}")
@@ -61,13 +119,7 @@ def plot_runs(
 ) -> None:
     """Plots the mean over seeds with a +-1 std band; `metric` defaults to each run's
     headline metric (`load_curves`)."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as err:
-        raise ImportError("plotting needs matplotlib: pip install matplotlib") from err
+    plt = _matplotlib()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     first = json.loads((pathlib.Path(run_dirs[0]) / "config.json").read_text())["algorithm"]
     entry = algorithms.get(first)

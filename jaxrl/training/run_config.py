@@ -104,6 +104,7 @@ class RunConfig:
                 f"one of the sweepable hyperparameters {list(sweepable)}",
             )
             cfg.check(len(values) > 0, f"sweep {name}", values, "a non-empty list of values")
+        _check_run_dir(self.run_dir)
         for flag in ("resume", "fresh", "checkpoint_every"):
             if getattr(self, flag) not in (None, False):
                 cfg.check(
@@ -120,6 +121,19 @@ class RunConfig:
             f"one of {list(AGENT_EXECUTIONS)}",
         )
         return self
+
+
+def _check_run_dir(run_dir: str | None) -> None:
+    """`run_dir` is None (write nothing) or a path that is, or can become, a directory:
+    not empty (it would silently write nothing) and not an existing file, nor inside one."""
+    if run_dir is None:
+        return
+    allowed = "a directory path (or None to write nothing)"
+    cfg.check(isinstance(run_dir, str) and run_dir.strip() != "", "run_dir", run_dir, allowed)
+    path = pathlib.Path(run_dir)
+    for part in (path, *path.parents):
+        if part.exists() and not part.is_dir():
+            cfg.check(False, "run_dir", run_dir, f"{allowed}; {str(part)!r} is an existing file")
 
 
 @dataclasses.dataclass
