@@ -9,6 +9,7 @@ the persistent compilation cache) with 1-update chunks, as test_cli_runs.py does
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import pathlib
 import signal
@@ -35,8 +36,8 @@ from .conftest import (
 LONG = ["--total-steps", "65536", "--log-every", "256", "--checkpoint-every", "512"]
 
 
-def _args(run_dir: pathlib.Path, *extra: str) -> list[str]:
-    args = std_train_args(run_dir, checkpoint_every=None)
+def _args(run_dir: pathlib.Path, *extra: str, seed: int = 0) -> list[str]:
+    args = std_train_args(run_dir, checkpoint_every=None, seed=seed)
     i = args.index("--total-steps")
     del args[i : i + 2]
     return [*args, *LONG, *extra]
@@ -127,3 +128,29 @@ def test_run_dir_that_is_a_file_is_refused(tmp_path):
     path.write_text("x")
     with pytest.raises(cfg.ConfigError, match="it is a file, not a directory"):
         jaxrl.train("ppo", **std_api_kwargs(run_dir=str(path)))
+
+
+def test_two_runs_started_together_one_writes_the_other_is_refused(tmp_path):
+    """The issue's case: two `train` started at once on one directory both exited 0 and
+    left duplicated rows; now exactly one runs, and its rows are the only ones. (The
+    run is long enough that the loser cannot start after the winner has ended.)"""
+    run_dir = tmp_path / "run"
+    procs = [
+        subprocess.Popen(
+            jaxrl_command(*_args(run_dir, seed=seed)),
+            env=subprocess_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for seed in (0, 1)
+    ]
+    results = [(p.wait(900), p.communicate()[1]) for p in procs]
+    assert sorted(code for code, _ in results) == [0, 2], results
+    winner = [code for code, _ in results].index(0)
+    refusal = results[1 - winner][1]
+    assert "another run is writing it (pid " in refusal and "Traceback" not in refusal
+    saved = json.loads((run_dir / "config.json").read_text())
+    assert saved["run"]["seed"] == winner  # config.json is the winner's
+    assert [r["update"] for r in read_metrics(run_dir)] == list(range(1, 257))
+    assert not (run_dir / "lock").exists()
