@@ -22,6 +22,7 @@ import jaxrl
 from jaxrl import config as cfg
 from jaxrl.training.run_dir import RunDirLock
 
+from ._scenarios.harness import run_group, two_process_jobs
 from .conftest import (
     checkpoint_steps,
     jaxrl_command,
@@ -154,3 +155,28 @@ def test_two_runs_started_together_one_writes_the_other_is_refused(tmp_path):
     assert saved["run"]["seed"] == winner  # config.json is the winner's
     assert [r["update"] for r in read_metrics(run_dir)] == list(range(1, 257))
     assert not (run_dir / "lock").exists()
+
+
+def test_a_multi_process_run_on_a_held_directory_stops_on_every_process(tmp_path):
+    """Only process 0 locks; process 1, which does not, must stop too rather than wait
+    for process 0 at the next collective."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    kwargs = {
+        "algorithm": "ppo",
+        "env": "CartPole-v1",
+        "total_steps": 4096,
+        "num_envs": 8,
+        "num_steps": 32,
+        "num_seeds": 4,
+        "progress": False,
+        "run_dir": str(run_dir),
+    }
+    runs = [{"name": "held", "kwargs": kwargs, "expect_error": True}]
+    spec = {"out_dir": str(tmp_path), "devices": 4, "runs": runs}
+    with RunDirLock(run_dir).acquire():
+        p0, p1 = run_group(two_process_jobs(spec, local_devices=2), tmp_path)
+    assert p0["runs"]["held"]["error"].startswith("ConfigError: invalid run_dir=")
+    assert f"another run is writing it (pid {os.getpid()} on " in p0["runs"]["held"]["error"]
+    assert "the main process (0) refused it" in p1["runs"]["held"]["error"]
+    assert sorted(p.name for p in run_dir.iterdir()) == []  # the holder's lock file is gone
