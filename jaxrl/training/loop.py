@@ -25,6 +25,7 @@ too, so they never change what is computed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pathlib
 import signal
@@ -42,7 +43,7 @@ from .agents import initial_state, make_agents
 from .contract import Algorithm, check_algorithm
 from .progress import Clock, Progress
 from .run_config import RunConfig, TrainResult, chunk_length, run_dict
-from .run_dir import Checkpoints, prepare_run_dir, resume_metrics
+from .run_dir import Checkpoints, lock_run_dir, prepare_run_dir, resume_metrics
 from .steppers import check_agent_execution, make_stepper
 from .summary import check_finite, log_row, run_summary, tensorboard_writer, write_tensorboard
 
@@ -72,9 +73,45 @@ def train(algo: Algorithm, run: RunConfig, *, init_params: Any = None) -> TrainR
     run_dir = pathlib.Path(run.run_dir) if run.run_dir else None
     is_main = jax.process_index() == 0
     resolved = {"algorithm": algo.name, "config": cfg.to_dict(algo.config), "run": run_dict(run)}
-    if run_dir is not None:
-        prepare_run_dir(run_dir, resolved, run, algo, is_main)
+    with _run_dir_lock(run_dir, run, is_main):
+        if run_dir is not None:
+            prepare_run_dir(run_dir, resolved, run, algo, is_main)
+        return _train_locked(
+            algo, run, agents, chunk, mesh, run_dir, is_main, init_params, wall_start
+        )
 
+
+def _run_dir_lock(
+    run_dir: pathlib.Path | None, run: RunConfig, is_main: bool
+) -> contextlib.AbstractContextManager:
+    """The main process locks the run directory for the run's life (`RunDirLock`); the
+    other processes of a multi-process run write nothing there and do not lock, but
+    learn whether the main process got the lock, so that all of them stop together."""
+    if run_dir is None:
+        return contextlib.nullcontext()
+    error, lock = None, None
+    if is_main:
+        try:
+            lock = lock_run_dir(run_dir, run)
+        except cfg.ConfigError as err:
+            error = err
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        locked = multihost_utils.broadcast_one_to_all(np.int32(error is None))
+        if error is None and not int(locked):
+            error = cfg.ConfigError(
+                f"invalid run_dir={str(run_dir)!r}: the main process (0) refused it (see its error)"
+            )
+    if error is not None:
+        raise error
+    return lock or contextlib.nullcontext()
+
+
+def _train_locked(
+    algo, run, agents, chunk, mesh, run_dir, is_main, init_params, wall_start
+) -> TrainResult:
+    """The run itself, once the run directory (if any) is locked and checked."""
     compile_clock, train_clock = Clock(), Clock()
     with compile_clock:  # counted as compilation: rejax and PureJaxRL compile init too
         params = init_params if init_params is not None else algo.load_params()

@@ -1,7 +1,9 @@
-"""The run directory: config.json checked before anything is changed, metrics.jsonl
-cut back to the checkpoint a run resumes from, and the checkpoints themselves (when
-to save, what a checkpoint holds, restoring the newest intact one).
+"""The run directory: one writer at a time (`RunDirLock`), config.json checked before
+anything is changed, metrics.jsonl cut back to the checkpoint a run resumes from, and
+the checkpoints themselves (when to save, what a checkpoint holds, restoring the newest
+intact one).
 
+    run_dir/lock              flock'ed by the run writing it (pid, host, start); deleted at the end
     run_dir/config.json       algorithm, config and run options (checked on resume)
     run_dir/metrics.jsonl     one row per chunk (`summary.log_row`)
     run_dir/checkpoints/      orbax steps (`checkpoint.Checkpointer`)
@@ -11,10 +13,14 @@ to save, what a checkpoint holds, restoring the newest intact one).
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import fcntl
 import json
 import logging
+import os
 import pathlib
 import shutil
+import socket
 import sys
 import time
 from typing import Any
@@ -45,17 +51,107 @@ _RESUME_MAY_DIFFER = {
 }
 
 
+class RunDirLock:
+    """An exclusive `flock` on `run_dir/lock`, held by the one process writing the
+    directory for the run's whole life.
+
+    Two runs writing one directory interleave metrics.jsonl and mix their config.json
+    and summary.json silently, so the second is refused before it changes anything.
+    The kernel drops the lock when the holder's file descriptor closes, also on
+    SIGKILL, so a killed run never leaves a stale lock (only a file whose text is
+    ignored). The file names the holder (pid, host, start time) and is deleted when
+    the holder releases it, so a run that stops leaves the directory as it found it;
+    `acquire` checks that the file it locked is still the one at the path, since
+    a holder may delete it between another process's open and flock.
+    """
+
+    FILE = "lock"
+
+    def __init__(self, run_dir: pathlib.Path):
+        self.path = run_dir / self.FILE
+        self._fd: int | None = None
+
+    def acquire(self) -> RunDirLock:
+        """Takes the lock; a `ConfigError` naming the holder when another process has it."""
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)  # no O_TRUNC: holder's text
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise cfg.ConfigError(
+                    f"invalid run_dir={str(self.path.parent)!r}: another run is writing it "
+                    f"({self._holder()}); wait for it to end, stop it, or choose another "
+                    "run_dir (nothing was changed)"
+                ) from None
+            if self._is_current(fd):
+                break
+            os.close(fd)  # the holder deleted the file we opened: lock the new one
+        started = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}, started {started}\n".encode())
+        self._fd = fd
+        return self
+
+    def _is_current(self, fd: int) -> bool:
+        try:
+            return os.stat(self.path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            return False
+
+    def _holder(self) -> str:
+        """The holder's line; it is empty for a moment after the holder locked."""
+        for _ in range(20):
+            try:
+                text = self.path.read_text().strip()
+            except FileNotFoundError:
+                text = ""
+            if text:
+                return text
+            time.sleep(0.05)
+        return "a process that has not written its pid yet"
+
+    def release(self) -> None:
+        """Deletes the file, then drops the lock (closing the descriptor drops it)."""
+        if self._fd is not None:
+            self.path.unlink(missing_ok=True)
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> RunDirLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def lock_run_dir(run_dir: pathlib.Path, run: RunConfig) -> RunDirLock:
+    """Creates `run_dir` (not on a resume) and locks it before anything in it is written."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise cfg.ConfigError(
+            f"invalid run_dir={str(run_dir)!r}: it is a file, not a directory; choose a "
+            "directory (a new one is created)"
+        )
+    if run.resume:
+        _check_resumable(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return RunDirLock(run_dir).acquire()
+
+
+def _check_resumable(run_dir: pathlib.Path) -> None:
+    if not (run_dir / "config.json").exists():
+        raise cfg.ConfigError(f"invalid resume=True: {run_dir} has no config.json to resume from")
+
+
 def prepare_run_dir(
     run_dir: pathlib.Path, resolved: dict[str, Any], run: RunConfig, algo: Algorithm, is_main: bool
 ) -> None:
-    """Checks the run directory against `run` before anything in it is changed."""
+    """Checks the run directory against `run` before anything in it is changed (the
+    main process holds its `RunDirLock` by now)."""
     config_path = run_dir / "config.json"
     checkpoints = run_dir / "checkpoints"
     if run.resume:
-        if not config_path.exists():
-            raise cfg.ConfigError(
-                f"invalid resume=True: {run_dir} has no config.json to resume from"
-            )
+        _check_resumable(run_dir)
         saved = json.loads(config_path.read_text())
         _check_same_run(saved, resolved)
         algo.check_resume(saved["config"], reschedule=run.reschedule)
