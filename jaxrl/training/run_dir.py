@@ -126,12 +126,8 @@ class RunDirLock:
 
 
 def lock_run_dir(run_dir: pathlib.Path, run: RunConfig) -> RunDirLock:
-    """Creates `run_dir` (not on a resume) and locks it before anything in it is written."""
-    if run_dir.exists() and not run_dir.is_dir():
-        raise cfg.ConfigError(
-            f"invalid run_dir={str(run_dir)!r}: it is a file, not a directory; choose a "
-            "directory (a new one is created)"
-        )
+    """Creates `run_dir` (not on a resume) and locks it before anything in it is written.
+    (`RunConfig.validate` has refused a `run_dir` that is a file.)"""
     if run.resume:
         _check_resumable(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -127,7 +127,7 @@ def test_a_finished_run_resumes_and_a_held_directory_is_refused_in_process(tmp_p
 def test_run_dir_that_is_a_file_is_refused(tmp_path):
     path = tmp_path / "run"
     path.write_text("x")
-    with pytest.raises(cfg.ConfigError, match="it is a file, not a directory"):
+    with pytest.raises(cfg.ConfigError, match="is an existing file"):
         jaxrl.train("ppo", **std_api_kwargs(run_dir=str(path)))
 
 
