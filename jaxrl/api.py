@@ -106,7 +106,9 @@ def train(
     run_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in RUN_FIELDS}
     file_values = cfg.load_file(config_file) if config_file else {}
     if run_kwargs.get("resume"):
-        env, sweep, kwargs = _resume_defaults(run_kwargs, env, sweep, kwargs, file_values)
+        env, sweep, kwargs = _resume_defaults(
+            algorithm, run_kwargs, env, sweep, kwargs, file_values
+        )
     run_kwargs["sweep"] = cfg.parse_sweep(sweep)
     both = sorted(set(run_kwargs["sweep"]) & (set(kwargs) | set(file_values)))
     if both:
@@ -133,6 +135,7 @@ RESUMED_RUN_FIELDS = ("num_seeds", "seed", "checkpoint_every", "log_every", "age
 
 
 def _resume_defaults(
+    algorithm: str,
     run_kwargs: dict[str, Any],
     env: str | None,
     sweep: Any,
@@ -149,6 +152,11 @@ def _resume_defaults(
     if not path.exists():
         raise cfg.ConfigError(f"invalid resume=True: {run_dir} has no config.json to resume from")
     saved = json.loads(path.read_text())
+    if saved.get("algorithm", algorithm) != algorithm:
+        raise cfg.ConfigError(
+            f"invalid resume=True: {run_dir} holds a {saved['algorithm']} run, not {algorithm}; "
+            f"resume it with `jaxrl train {saved['algorithm']} --run-dir {run_dir} --resume`"
+        )
     saved_config = saved["config"]
     if env is None and "env" not in file_values:
         env = saved_config.get("env")

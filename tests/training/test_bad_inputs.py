@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import pathlib
 import re
+import shutil
 
 import pytest
 
@@ -172,3 +173,17 @@ def test_api_sweep_of_a_single_value_says_to_give_a_list():
 def test_api_empty_run_dir_is_an_error_not_a_run_that_saves_nothing():
     with pytest.raises(cfg.ConfigError, match=r"invalid run_dir='': must be a directory path"):
         jaxrl.train("ppo", run_dir="", total_steps=4096, progress=False)
+
+
+def test_resuming_a_run_with_another_algorithm_names_the_runs_algorithm(tmp_path, capsys):
+    """Issue 36, item 7: `train dqn --resume` on a PPO run listed PPO's config fields as
+    unknown; it says whose run it is and how to resume it, and changes nothing."""
+    legacy = pathlib.Path(__file__).parent / "fixtures" / "legacy_runs" / "ppo"
+    run_dir = tmp_path / "ppo-run"
+    shutil.copytree(legacy, run_dir)
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    assert _run(["train", "dqn", "--run-dir", str(run_dir), "--resume"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1
+    assert re.search(r"holds a ppo run, not dqn; resume it with `jaxrl train ppo ", lines[0])
+    assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
