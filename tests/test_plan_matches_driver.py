@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 _SCRIPT = textwrap.dedent(
     """
+    import contextlib
     import json
     import jax
     import jaxrl
@@ -58,10 +59,8 @@ _SCRIPT = textwrap.dedent(
 
     def programs(call):
         recorded.clear()
-        try:
+        with contextlib.suppress(Lowered):
             call()
-        except Lowered:
-            pass
         return list(recorded)
 
     LM = dict(digits=2, num_eval=8, num_layers=1, hidden_size=32, num_heads=2,

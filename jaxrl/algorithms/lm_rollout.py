@@ -49,6 +49,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from flax import struct
 
 from jaxrl import config as cfg
 from jaxrl import prng, tasks
@@ -257,6 +258,20 @@ class LMRLConfig(LMConfig):
         )
         super().validate()
         return self
+
+
+@struct.dataclass
+class PolicyState:
+    """The training state of a token-rollout policy (GRPO's whole state; PPO-LM adds its
+    critic). `RolloutAlgorithm.init_policy` gives its fields."""
+
+    params: Any  # trained parameters: the model's, or the LoRA adapters
+    opt_state: Any
+    key: jax.Array
+    update_step: jax.Array  # int32, completed updates
+    hparams: Any  # the sweepable hyperparameters (float32 leaves, `Algorithm.hyperparams`)
+    base_params: Any = None  # LoRA: the frozen base, also the reference (not checkpointed)
+    ref_params: Any = None  # full fine-tuning with a KL term: the frozen start (not saved)
 
 
 class RolloutAlgorithm(LMAlgorithm):

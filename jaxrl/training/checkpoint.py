@@ -299,7 +299,7 @@ def _without_closed_loop_tracebacks(text: str) -> str:
     """Drops whole "Traceback ... RuntimeError: Event loop is closed" blocks (lines of
     concurrent tracebacks interleave, so every line such a block is made of goes, and
     so do pieces of them that the interleaving left on a line of their own, such as
-    ": Event loop is closed")."""
+    ": Event loop is closed" or "RuntimeErrorEvent loop is closed")."""
     if "Event loop is closed" not in text:
         return text
     noise = (
@@ -311,10 +311,16 @@ def _without_closed_loop_tracebacks(text: str) -> str:
         "self.call_soon_threadsafe",
         "loop.call_soon_threadsafe",
     )
-    pieces = "\n".join(noise)
+    # What interleaving leaves of the last line, e.g. "RuntimeError" and ": Event loop is
+    # closed" glued together or apart: a line made of nothing else is noise too.
+    fragments = ("RuntimeError", "Event loop is closed", ":")
 
     def is_noise(line: str) -> bool:
-        return any(n in line for n in noise) or line.strip() in pieces
+        if any(n in line for n in noise):
+            return True
+        for fragment in fragments:
+            line = line.replace(fragment, "")
+        return not line.strip()
 
     return "".join(line for line in text.splitlines(keepends=True) if not is_noise(line))
 

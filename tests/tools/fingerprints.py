@@ -60,6 +60,16 @@ DREAMER = dict(
     transformer_window=4,
     transformer_heads=2,
 )
+# A random model's completions differ in length, so the length penalty gives every group
+# rewards that differ and the policy moves (with "correct" alone, nothing would).
+GRPO = dict(
+    LM,
+    num_prompts=4,
+    group_size=4,
+    total_steps=16 * 3,
+    eval_samples=4,
+    reward="correct+length:3:2",
+)
 CASES = {
     "ppo": ("ppo", "CartPole-v1", dict(total_steps=4096, num_envs=4, num_steps=64)),
     "ppo-cont": (
@@ -122,27 +132,15 @@ CASES = {
     "grpo": (
         "grpo",
         None,
-        {
-            **LM,
-            "num_prompts": 4,
-            "group_size": 4,
-            "total_steps": 16 * 3,
-            "eval_samples": 4,
-            "reward": "correct+length:3:2",
-        },
+        GRPO,
     ),
     "grpo-kl": (
         "grpo",
         None,
         {
-            **LM,
-            "num_prompts": 4,
-            "group_size": 4,
-            "total_steps": 16 * 3,
-            "eval_samples": 4,
+            **GRPO,
             "kl_coef": 0.1,
             "ent_coef": 0.01,
-            "reward": "correct+length:3:2",
             "advantage": "rloo",
             "loss_agg": "token_mean",
             "num_minibatches": 2,

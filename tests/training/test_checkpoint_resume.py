@@ -279,6 +279,8 @@ def test_interleaved_closed_loop_tracebacks_are_dropped_whole():
     text += "RuntimeError: Event loop is closed\n: Event loop is closed\nno space left on device\n"
     assert _without_closed_loop_tracebacks(text) == "no space left on device\n"
     assert _without_closed_loop_tracebacks("unrelated\n") == "unrelated\n"
+    glued = "RuntimeErrorEvent loop is closed\nRuntimeError\nno space left on device\n"
+    assert _without_closed_loop_tracebacks(glued) == "no space left on device\n"
 
 
 def test_resume_after_damaged_checkpoint_matches_uninterrupted_run(copy_run, reference_run):

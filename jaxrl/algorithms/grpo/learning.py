@@ -24,21 +24,11 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from flax import struct
 
-from jaxrl.algorithms.lm_rollout import RolloutAlgorithm
+from jaxrl.algorithms.lm_rollout import PolicyState, RolloutAlgorithm
 from jaxrl.objectives import compute_advantages, loss_normaliser
 
-
-@struct.dataclass
-class GRPOState:
-    params: Any  # trained parameters: the model's, or the LoRA adapters
-    opt_state: Any
-    key: jax.Array
-    update_step: jax.Array  # int32, completed updates
-    hparams: Any  # the sweepable hyperparameters (float32 leaves, `Algorithm.hyperparams`)
-    base_params: Any = None  # LoRA: the frozen base, also the reference (not checkpointed)
-    ref_params: Any = None  # full fine-tuning with a KL term: the frozen start (not saved)
+GRPOState = PolicyState  # GRPO's state is the policy's alone (`lm_rollout.PolicyState`)
 
 
 def init_state(algo: RolloutAlgorithm, key: jax.Array, hparams: Any, params: Any) -> GRPOState:

@@ -40,7 +40,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from jaxrl.algorithms.lm_common import TokenMean
-from jaxrl.algorithms.lm_rollout import RolloutAlgorithm
+from jaxrl.algorithms.lm_rollout import PolicyState, RolloutAlgorithm
 from jaxrl.lm import Transformer, apply_lora, init_lora
 from jaxrl.losses import value_error
 from jaxrl.objectives import (
@@ -56,14 +56,9 @@ from .config import SWEEPABLE, PPOLMConfig
 
 
 @struct.dataclass
-class PPOLMState:
-    params: Any  # the policy's trained parameters: the model's, or the LoRA adapters
-    opt_state: Any
-    key: jax.Array
-    update_step: jax.Array  # int32, completed updates
-    hparams: Any  # the sweepable hyperparameters (float32 leaves, `Algorithm.hyperparams`)
-    base_params: Any = None  # LoRA: the frozen base, also the reference (not checkpointed)
-    ref_params: Any = None  # full fine-tuning with a KL term: the frozen start (not saved)
+class PPOLMState(PolicyState):
+    """The policy's state (`lm_rollout.PolicyState`) and the value model's."""
+
     critic_params: Any = None  # the value model's trained parameters (LoRA: adapters + head)
     critic_opt_state: Any = None
 
