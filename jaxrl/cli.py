@@ -30,6 +30,9 @@ from typing import Any
 from jaxrl import algorithms
 from jaxrl import config as cfg
 
+EVAL_EPISODES = 10
+"""Fresh episodes per agent `jaxrl eval` plays on an environment run by default."""
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -129,10 +132,31 @@ def _build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         _add_config_flags(p_plan, algorithm, env)
     p_plan.set_defaults(handler=_cmd_plan)
 
-    p_eval = sub.add_parser("eval", help="evaluate the latest checkpoint of a run")
+    p_eval = sub.add_parser(
+        "eval",
+        help="evaluate the latest checkpoint of a run",
+        description="Evaluates every agent of a run's newest intact checkpoint, prints the "
+        "report and writes it to RUN_DIR/eval.json. Environment runs play fresh episodes "
+        "(--episodes); language-model runs score held-out examples (--examples).",
+    )
     p_eval.add_argument("run_dir", help="a run directory (written by `jaxrl train`)")
-    p_eval.add_argument("--episodes", type=_positive_int, default=10, help="episodes per agent")
-    p_eval.add_argument("--seed", type=int, default=0, help="seed of the evaluation episodes")
+    p_eval.add_argument(
+        "--episodes",
+        type=_positive_int,
+        help=f"environment runs: fresh episodes per agent (default: {EVAL_EPISODES})",
+    )
+    p_eval.add_argument(
+        "--examples",
+        type=_positive_int,
+        help="language-model runs: the first N held-out examples (prompts, or preference "
+        "pairs) scored per agent (default: all of them, the set summary.json reports)",
+    )
+    p_eval.add_argument(
+        "--seed",
+        type=int,
+        help="seed of the evaluation (default: the one summary.json's evaluation used; 0 "
+        "for environment runs)",
+    )
     p_eval.add_argument(
         "--stochastic", action="store_true", help="sample actions instead of the mode"
     )
@@ -444,18 +468,46 @@ def _print_summary(summary: dict[str, Any]) -> None:
 def _cmd_eval(args: argparse.Namespace) -> int:
     import jax
 
-    from jaxrl.evaluation import load_run
+    from jaxrl.evaluation import load_run, read_run
 
+    _, entry = read_run(args.run_dir)
+    count = _eval_count(entry, args.episodes, args.examples)
     algo, state, resolved = load_run(args.run_dir)
-    result = algo.evaluate(state, jax.random.key(args.seed), args.episodes)
-    report = _eval_report(type(algo), result, resolved, args.episodes)
+    if entry.trains_on != "env":
+        size = algo.held_out_size()
+        if count is not None and count > size:
+            raise cfg.ConfigError(
+                f"invalid --examples={count}: this run's held-out set has {size} examples"
+            )
+        count = size if count is None else count
+    seed = algo.eval_seed if args.seed is None else args.seed
+    result = algo.evaluate(state, jax.random.key(seed), count)
+    report = _eval_report(type(algo), result, resolved, count)
+    report["seed"] = seed
     print(json.dumps(report))
     (pathlib.Path(args.run_dir) / "eval.json").write_text(json.dumps(report, indent=2) + "\n")
     return 0
 
 
+def _eval_count(entry: Any, episodes: int | None, examples: int | None) -> int | None:
+    """What `jaxrl eval` evaluates per agent: `--episodes` (default `EVAL_EPISODES`) for
+    an environment run, `--examples` (None: the whole held-out set) for the others; the
+    other kind's flag is an error naming the run's algorithm."""
+    if entry.trains_on == "env":
+        if examples is not None:
+            raise cfg.ConfigError(
+                f"invalid --examples: {entry.name} runs play environment episodes; use --episodes"
+            )
+        return EVAL_EPISODES if episodes is None else episodes
+    if episodes is not None:
+        raise cfg.ConfigError(
+            f"invalid --episodes: {entry.name} runs score held-out examples; use --examples"
+        )
+    return examples
+
+
 def _eval_report(
-    algorithm: type, result: dict[str, Any], resolved: dict[str, Any], episodes: int
+    algorithm: type, result: dict[str, Any], resolved: dict[str, Any], count: int
 ) -> dict:
     """eval.json: per agent and, with a sweep, per sweep point (mean/std over its seeds).
 
@@ -481,8 +533,7 @@ def _eval_report(
         f"{name}_per_agent": [float(x) for x in per_agent],
     }
     grid = cfg.expand_grid(cfg.parse_sweep(resolved["run"].get("sweep") or {}))
-    if per_episode:
-        report["episodes_per_agent"] = episodes
+    report["episodes_per_agent" if per_episode else "examples_per_agent"] = count
     if len(grid) > 1:
         report["sweep"] = per_sweep_point(per_agent, grid, resolved["run"]["num_seeds"], name)
     return report

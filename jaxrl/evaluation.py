@@ -46,17 +46,25 @@ def evaluate(
     return evaluate_policy(algo, state, key, num_episodes, deterministic)
 
 
+def read_run(run_dir: str | pathlib.Path) -> tuple[dict[str, Any], algorithms.Entry]:
+    """A run directory's resolved config (`config.json`) and its algorithm's registry
+    entry, without building anything: what a command checks its flags against before
+    any work."""
+    run_dir = pathlib.Path(run_dir)
+    config_path = run_dir / "config.json"
+    if not config_path.exists():
+        raise FileNotFoundError(f"{run_dir} is not a jaxrl run directory (no config.json)")
+    resolved = json.loads(config_path.read_text())
+    return resolved, algorithms.get(resolved["algorithm"])
+
+
 def load_run(run_dir: str | pathlib.Path) -> tuple[Any, Any, dict[str, Any]]:
     """Rebuilds the algorithm of a run directory and restores its latest checkpoint.
 
     Returns `(algo, state, resolved_config)`; the state has a leading agent axis.
     """
     run_dir = pathlib.Path(run_dir)
-    config_path = run_dir / "config.json"
-    if not config_path.exists():
-        raise FileNotFoundError(f"{run_dir} is not a jaxrl run directory (no config.json)")
-    resolved = json.loads(config_path.read_text())
-    entry = algorithms.get(resolved["algorithm"])
+    resolved, entry = read_run(run_dir)
     algo = entry.make(cfg.replace(entry.Config(), **resolved["config"]).validate())
     run = driver.RunConfig(
         num_seeds=resolved["run"]["num_seeds"],

@@ -237,6 +237,11 @@ class LMAlgorithm(Algorithm):
             else None
         )
 
+    def held_out_size(self) -> int:
+        """The task's held-out prompts (`num_eval` of them, or fewer when the task has
+        fewer)."""
+        return len(self.task.eval_examples())
+
     def make_task(self, config: LMConfig) -> tasks.Task:
         """The task `config.task` names, with its knobs from the config. An algorithm whose
         data comes from elsewhere (DPO's `data` file of preference pairs) overrides it;

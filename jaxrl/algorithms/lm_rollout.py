@@ -706,12 +706,17 @@ class RolloutAlgorithm(LMAlgorithm):
         ]
         return {name: np.asarray([r[name] for r in per_agent]) for name in per_agent[0]}
 
+    @property
+    def eval_seed(self) -> int:
+        """pass@k samples completions: `finish` seeds them with `split_seed`."""
+        return self.config.split_seed
+
     def finish(self, state: Any, run_dir: Any) -> dict[str, Any]:
         """Held-out pass@k (`held_out_metrics`) after training (mean over agents) and of
         the starting model (`_before`, when training started from a `model`), and agent
         0's exported model."""
         examples = self.task.eval_examples()
-        key = jax.random.key(self.config.split_seed)
+        key = jax.random.key(self.eval_seed)
         after = self.evaluate(state, key, 0)
         summary: dict[str, Any] = {f"{name}_after": float(np.mean(v)) for name, v in after.items()}
         summary["pass@1_after_per_agent"] = after["pass@1"].tolist()

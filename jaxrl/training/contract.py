@@ -335,6 +335,22 @@ class Algorithm:
         )
 
     @property
+    def eval_seed(self) -> int:
+        """The seed of the evaluation `finish` reports in summary.json, and `jaxrl eval`'s
+        default `--seed`, so that a default `jaxrl eval` reproduces those numbers."""
+        return 0
+
+    def held_out_size(self) -> int:
+        """How many held-out examples (prompts, preference pairs) `evaluate` scores when
+        asked for all of them: the set `finish` reports in summary.json, and what
+        `jaxrl eval --examples` may not exceed. Environment algorithms have none (they
+        run fresh episodes)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} trains on a {self.trains_on}: it has no held-out set; "
+            "override held_out_size with evaluate"
+        )
+
+    @property
     def schedule_follows_total(self) -> bool:
         """Whether a schedule (e.g. a learning rate annealed to 0 at the last update)
         is defined by `total_steps`, so that extending a run would change it."""

@@ -108,8 +108,9 @@ def test_the_cli_trains_a_lora_reward_model_on_a_pairs_file_and_evaluates_it(tmp
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["samples_per_agent"] == 2 * 32 // 8 * 8  # 2 epochs of the 32 training pairs
     assert "eval_accuracy" not in summary  # a file has no answer checker
-    assert cli.main(["eval", str(run_dir), "--episodes", "0"]) == 0
+    assert cli.main(["eval", str(run_dir)]) == 0  # all held-out pairs, as summary.json
     report = json.loads((run_dir / "eval.json").read_text())
+    assert report["examples_per_agent"] == 40 - 32
     assert report["reward_accuracy_mean"] == pytest.approx(summary["eval_reward_accuracy"])
     model, params = from_pretrained(run_dir / "model")  # LoRA merged, the trained head kept
     assert (

@@ -32,6 +32,14 @@ BAD_COMMANDS: dict[str, tuple[list[str], str]] = {
         ["eval", "{tmp}/run", "--episodes", "-3"],
         r"argument --episodes: invalid value '-3': must be an integer >= 1",
     ),
+    "eval-examples-on-an-environment-run": (
+        ["eval", "{tmp}/run", "--examples", "3"],
+        r"invalid --examples: ppo runs play environment episodes; use --episodes",
+    ),
+    "eval-examples-0": (
+        ["eval", "{tmp}/run", "--examples", "0"],
+        r"argument --examples: invalid value '0': must be an integer >= 1",
+    ),
     "eval-not-a-run": (["eval", "{tmp}"], r"is not a jaxrl run directory \(no config\.json\)"),
     "eval-no-checkpoint": (["eval", "{tmp}/run"], r"no intact checkpoint to evaluate"),
     "eval-missing-run-dir": (["eval"], r"the following arguments are required: run_dir"),

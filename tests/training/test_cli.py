@@ -347,13 +347,14 @@ def test_eval_report_leads_with_the_declared_eval_metric():
 
     resolved = {"config": {"task": "addition"}, "run": {"num_seeds": 2, "sweep": {}}}
     result = {"response_length_mean": np.array([7.0, 9.0]), "pass@1": np.array([0.5, 1.0])}
-    report = cli._eval_report(GRPO, result, resolved, episodes=4)
+    report = cli._eval_report(GRPO, result, resolved, count=4)
     assert report == {
         "task": "addition",
         "pass@1_mean": 0.75,
         "pass@1_std": 0.25,
         "pass@1_agents": 2,
         "pass@1_per_agent": [0.5, 1.0],
+        "examples_per_agent": 4,
     }
 
 

@@ -283,6 +283,10 @@ class DPO(LMAlgorithm):
                 totals[name] = totals.get(name, 0.0) + float(stats[name]) * len(chunk)
         return {name: value / len(pairs) for name, value in totals.items()}
 
+    def held_out_size(self) -> int:
+        """The held-out preference pairs."""
+        return len(self.pairs.eval_pairs())
+
     def evaluate(self, state: DPOState, key: jax.Array, num_episodes: int) -> dict[str, Any]:
         """`jaxrl eval`: held-out preference metrics per agent on the first `num_episodes`
         held-out pairs (all when None or 0); `key` is unused (nothing is sampled)."""
