@@ -19,6 +19,7 @@ import dataclasses
 import json
 import os
 import pathlib
+import re
 import sys
 import time
 import traceback
@@ -39,8 +40,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = "--debug" in argv or os.environ.get("JAXRL_DEBUG") == "1"
     argv = [a for a in argv if a != "--debug"]
     _one_line_warnings()
-    parser = _build_parser(argv)
-    args = parser.parse_args(argv)
+    try:
+        parser = _build_parser(argv)
+    except cfg.ConfigError as err:  # e.g. an unknown --env, whose preset the flags show
+        print(f"jaxrl: error: {err}", file=sys.stderr)
+        return 2
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # named by the command's parser: `see jaxrl train ppo --help`
+        command = getattr(args, "handler", None)
+        parser.command_parsers.get(command, parser).error(
+            f"unrecognized arguments: {' '.join(unknown)}"
+        )
     if not hasattr(args, "handler"):
         parser.print_help()
         return 2
@@ -90,11 +100,23 @@ class _Parser(argparse.ArgumentParser):
     """An argument parser whose errors are one line, like jaxrl's own usage errors:
     `jaxrl: error: ...` naming the command, then exit status 2 (no usage block)."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The sub-commands' parsers by handler, so that the top-level parser reports an
+        # unknown flag in the command's name (filled in by `_build_parser`).
+        self.command_parsers: dict[Any, argparse.ArgumentParser] = {}
+        # A value like -1e-3 is a number, not a flag: argparse's own pattern knows only
+        # -1 and -.5, so `--lr -1e-3` failed with "expected one argument".
+        self._negative_number_matcher = _NEGATIVE_NUMBER
+
     def error(self, message: str) -> typing.NoReturn:
         self.exit(2, f"jaxrl: error: {message} (see `{self.prog} --help`)\n")
 
 
-def _build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+_NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-inf$", re.IGNORECASE)
+
+
+def _build_parser(argv: Sequence[str] = ()) -> _Parser:
     """The parser; `jaxrl train ALGO [--env ENV]` gets ALGO's flags with ENV's preset."""
     parser = _Parser(
         prog="jaxrl", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -104,14 +126,22 @@ def _build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 
     p_envs = sub.add_parser("envs", help="list and smoke-step every registered environment")
     p_envs.add_argument(
-        "--steps", type=_positive_int, default=100, help="random steps per environment"
+        "--steps",
+        type=_positive_int,
+        default=100,
+        help="random steps per environment (default: %(default)s)",
     )
     p_envs.set_defaults(handler=_cmd_envs)
 
-    p_train = sub.add_parser("train", help="train an agent", argument_default=argparse.SUPPRESS)
-    p_train.add_argument("algorithm", choices=algorithms.names(), help="the algorithm to train")
-    _add_run_flags(p_train)
     algorithm, env = _train_target(argv)
+    p_train = sub.add_parser(
+        "train",
+        help="train an agent",
+        argument_default=argparse.SUPPRESS,
+        **_command_usage("train", algorithm),
+    )
+    p_train.add_argument("algorithm", choices=algorithms.names(), help="the algorithm to train")
+    _add_run_flags(p_train, "train")
     if algorithm is not None:
         _add_config_flags(p_train, algorithm, env)
     p_train.set_defaults(handler=_cmd_train)
@@ -124,10 +154,11 @@ def _build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         "memory, FLOPs and a roofline step time per step. Exits 1 when a step does not "
         "fit, listing changes that fit (each compiled). See docs/plan.md.",
         argument_default=argparse.SUPPRESS,
+        **_command_usage("plan", algorithm),
     )
     p_plan.add_argument("algorithm", choices=algorithms.names(), help="the algorithm to plan")
     _add_plan_flags(p_plan)
-    _add_run_flags(p_plan)
+    _add_run_flags(p_plan, "plan")
     if algorithm is not None:
         _add_config_flags(p_plan, algorithm, env)
     p_plan.set_defaults(handler=_cmd_plan)
@@ -174,7 +205,23 @@ def _build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     )
     p_plot.add_argument("--force", action="store_true", help="overwrite an existing --output")
     p_plot.set_defaults(handler=_cmd_plot)
+    parser.command_parsers = {
+        _cmd_envs: p_envs,
+        _cmd_train: p_train,
+        _cmd_plan: p_plan,
+        _cmd_eval: p_eval,
+        _cmd_plot: p_plot,
+    }
     return parser
+
+
+def _command_usage(command: str, algorithm: str | None) -> dict[str, str]:
+    """`prog` and `usage` of `jaxrl train ALGO` / `jaxrl plan ALGO` once ALGO is known,
+    so that its help and errors name the whole command (`jaxrl train ppo --help`)."""
+    if algorithm is None:
+        return {}
+    extra = " --topology TOPOLOGY" if command == "plan" else ""
+    return {"prog": f"jaxrl {command} {algorithm}", "usage": f"%(prog)s{extra} [options]"}
 
 
 def _train_target(argv: Sequence[str]) -> tuple[str | None, str | None]:
@@ -201,57 +248,133 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def _add_run_flags(p: argparse.ArgumentParser) -> None:
+def _add_run_flags(p: argparse.ArgumentParser, command: str) -> None:
+    """The run options of `jaxrl train` (`RunConfig`'s fields), each help showing its
+    default; `jaxrl plan` gets only those that change what is compiled
+    (`PLANNED_RUN_FIELDS`, plus the environment, config file and sweep)."""
+    from jaxrl.training.run_config import PLANNED_RUN_FIELDS, RunConfig
+
+    defaults = RunConfig()
+    planned = {"env", "config_file", "sweep", *PLANNED_RUN_FIELDS}
     g = p.add_argument_group("run")
-    g.add_argument("--env", help="environment id (see `jaxrl envs`)")
-    g.add_argument(
+
+    def add(*names: str, dest: str, **kwargs: Any) -> None:
+        if command == "plan" and dest not in planned:
+            return
+        g.add_argument(*names, dest=dest, **kwargs)
+
+    add("--env", dest="env", help="environment id (see `jaxrl envs`; default: the algorithm's)")
+    add(
         "--config",
         dest="config_file",
-        help="file of hyperparameters (.toml/.json/.yaml; see examples/)",
+        help="file of hyperparameters (.toml/.json/.yaml; see examples/; default: none)",
     )
-    g.add_argument("--num-seeds", type=int, help="independent agents trained in one program (vmap)")
-    g.add_argument("--seed", type=int, help="base seed (agent i uses fold_in(seed, i))")
-    g.add_argument(
+    add(
+        "--num-seeds",
+        dest="num_seeds",
+        type=int,
+        help=f"independent agents trained in one program (vmap; default: {defaults.num_seeds})",
+    )
+    add(
+        "--seed",
+        dest="seed",
+        type=int,
+        help=f"base seed: agent i uses fold_in(seed, i) (default: {defaults.seed})",
+    )
+    add(
         "--sweep",
+        dest="sweep",
         nargs="+",
         metavar="NAME=V1,V2",
-        help="grid over sweepable hyperparameters, trained vmapped, e.g. lr=1e-3,3e-4",
+        help="grid over sweepable hyperparameters, trained vmapped, e.g. lr=1e-3,3e-4 "
+        "(default: none)",
     )
-    g.add_argument("--run-dir", help="output directory (default: runs/<algorithm>-<env>-<time>)")
-    g.add_argument("--checkpoint-every", type=int, help="also checkpoint every N steps per agent")
-    g.add_argument(
+    add(
+        "--run-dir",
+        dest="run_dir",
+        help="output directory (default: runs/<algorithm>-<env>-<time>)",
+    )
+    add(
+        "--checkpoint-every",
+        dest="checkpoint_every",
+        type=int,
+        help="also checkpoint every N steps per agent (default: only by wall clock)",
+    )
+    add(
         "--checkpoint-minutes",
+        dest="checkpoint_minutes",
         type=_parse_minutes,
         metavar="MINUTES",
-        help="checkpoint after this much wall clock since the last one (default 10; 'none')",
+        help="checkpoint after this much wall clock since the last one, or 'none' "
+        f"(default: {defaults.checkpoint_minutes:g})",
     )
-    g.add_argument("--keep-checkpoints", type=int, help="how many recent checkpoints to keep")
-    g.add_argument("--resume", action="store_true", help="continue the run in --run-dir")
-    g.add_argument(
+    add(
+        "--keep-checkpoints",
+        dest="keep_checkpoints",
+        type=int,
+        help=f"how many recent checkpoints to keep (default: {defaults.keep_checkpoints})",
+    )
+    add("--resume", dest="resume", action="store_true", help="continue the run in --run-dir")
+    add(
         "--fresh",
+        dest="fresh",
         action="store_true",
         help="start over in a --run-dir that holds a run (replaces its checkpoints)",
     )
-    g.add_argument(
+    add(
         "--reschedule",
+        dest="reschedule",
         action="store_true",
         help="with --resume and a larger --total-steps: let schedules follow the new total",
     )
-    g.add_argument("--log-every", type=int, help="log every N steps per agent")
-    g.add_argument("--num-devices", type=int, help="devices of the mesh (default: all)")
-    g.add_argument(
+    add(
+        "--log-every",
+        dest="log_every",
+        type=int,
+        help="log every N steps per agent (default: about 50 rows over the run)",
+    )
+    add(
+        "--num-devices",
+        dest="num_devices",
+        type=int,
+        help="devices of the mesh (default: all)",
+    )
+    add(
         "--agent-execution",
+        dest="agent_execution",
         metavar="{vmap,map}",
-        help="how a device runs its seeds: vmap (batched, the default) or map (one after "
-        "another; faster on CPU for small networks)",
+        help="how a device runs its seeds: vmap (batched) or map (one after another; "
+        f"faster on CPU for small networks) (default: {defaults.agent_execution})",
     )
-    g.add_argument(
-        "--no-progress", dest="progress", action="store_false", help="hide the progress bar"
+    add(
+        "--no-progress",
+        dest="progress",
+        action="store_false",
+        help="hide the progress bar",
     )
-    g.add_argument("--tensorboard", action="store_true", help="also write TensorBoard events")
-    g.add_argument("--coordinator", help="multi-host: coordinator address host:port")
-    g.add_argument("--num-processes", type=int, help="multi-host: number of processes")
-    g.add_argument("--process-id", type=int, help="multi-host: this process's index")
+    add(
+        "--tensorboard",
+        dest="tensorboard",
+        action="store_true",
+        help="also write TensorBoard events",
+    )
+    add(
+        "--coordinator",
+        dest="coordinator",
+        help="multi-host: coordinator address host:port (default: one process)",
+    )
+    add(
+        "--num-processes",
+        dest="num_processes",
+        type=int,
+        help="multi-host: number of processes (default: 1)",
+    )
+    add(
+        "--process-id",
+        dest="process_id",
+        type=int,
+        help="multi-host: this process's index (default: 0)",
+    )
 
 
 def _add_plan_flags(p: argparse.ArgumentParser) -> None:
@@ -266,18 +389,20 @@ def _add_plan_flags(p: argparse.ArgumentParser) -> None:
         "--mesh",
         metavar="AXIS=N,...",
         help="mesh axes, e.g. data=4,fsdp=4 (language models: data, fsdp, tensor; data "
-        "takes the devices the others leave)",
+        "takes the devices the others leave) (default: the config's mesh_* fields)",
     )
     g.add_argument(
         "--model-config",
         metavar="CONFIG_JSON",
         help="plan this Hugging Face architecture (a config.json; no weights needed) "
-        "instead of the random model, e.g. examples/models/llama-3-8b.json",
+        "instead of the random model, e.g. examples/models/llama-3-8b.json (default: the "
+        "config's model)",
     )
     g.add_argument(
         "--device-memory",
         metavar="SIZE",
-        help="per-device memory budget instead of the chip's HBM, e.g. 8GiB (cpu:N has none)",
+        help="per-device memory budget, e.g. 8GiB (default: the chip's HBM; cpu:N has none, "
+        "so it is needed there to judge fit)",
     )
     g.add_argument(
         "--full-depth",
@@ -301,12 +426,9 @@ def _add_config_flags(p: argparse.ArgumentParser, algorithm: str, env: str | Non
     module = algorithms.get(algorithm)
     config_cls = module.Config
     preset, heading = module.default_config(), "hyperparameters (defaults)"
-    if api.uses_env(module):
-        try:
-            preset = api.make_config(algorithm, env)
-            heading = f"hyperparameters (defaults: the preset for --env {preset.env})"
-        except cfg.ConfigError:  # a bad --env is reported when training starts
-            preset = config_cls()
+    if api.uses_env(module):  # an unknown --env is an error here, before --help shows
+        preset = api.make_config(algorithm, env)
+        heading = f"hyperparameters (defaults: the preset for --env {preset.env})"
     g = p.add_argument_group(heading)
     docs = cfg.field_docs(config_cls)
     hints = typing.get_type_hints(config_cls)
@@ -316,7 +438,7 @@ def _add_config_flags(p: argparse.ArgumentParser, algorithm: str, env: str | Non
         hint, default = hints[field.name], getattr(preset, field.name)
         shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
         # argparse %-formats help strings: a literal "%" in a docstring must be doubled.
-        text = f"{docs.get(field.name, '')} (default {shown})".strip().replace("%", "%%")
+        text = f"{docs.get(field.name, '')} (default: {shown})".strip().replace("%", "%%")
         if hint is bool:
             g.add_argument(
                 _flag(field.name),
@@ -359,13 +481,28 @@ def _positive_int(value: str) -> int:
 
 
 def _parse_bool(value: str) -> bool:
-    return bool(cfg.coerce("flag", value, bool))
+    """argparse type of boolean flags: true/false, yes/no, on/off, 1/0."""
+    try:
+        return bool(cfg.coerce("flag", value, bool))
+    except cfg.ConfigError:
+        raise argparse.ArgumentTypeError(
+            f"invalid value {value!r}: must be true or false (also yes/no, on/off, 1/0)"
+        ) from None
 
 
 def _parse_minutes(value: str) -> float | None:
-    return (
-        None if value.lower() == "none" else float(cfg.coerce("checkpoint_minutes", value, float))
-    )
+    """argparse type of `--checkpoint-minutes`: minutes > 0, or 'none'."""
+    if value.lower() == "none":
+        return None
+    try:
+        minutes = float(value)
+    except ValueError:
+        minutes = float("nan")
+    if not minutes > 0:  # also NaN
+        raise argparse.ArgumentTypeError(
+            f"invalid value {value!r}: must be a number of minutes > 0, or 'none'"
+        )
+    return minutes
 
 
 def _cmd_train(args: argparse.Namespace) -> int:

@@ -221,8 +221,36 @@ def is_finite_number(x: Any) -> bool:
 ValidateFn = Callable[[Any], None]
 
 
+_ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.", "cf.", "approx.", "resp.")
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of `text`'s first paragraph (its lines joined): up to the first
+    period that is followed by white space or the end, outside parentheses and brackets
+    and not ending an abbreviation (`e.g.`); the whole paragraph when there is none.
+
+    A `--help` line cut at a line break or inside "(...)" reads as an unfinished thought;
+    a first sentence is what a docstring's author wrote to stand alone."""
+    paragraph = " ".join(text.strip().split("\n\n")[0].split())
+    depth = 0
+    for i, char in enumerate(paragraph):
+        if char in "([":
+            depth += 1
+        elif char in ")]":
+            depth = max(0, depth - 1)
+        elif char == "." and depth == 0:
+            end = i + 1
+            if end < len(paragraph) and not paragraph[end].isspace():
+                continue  # a decimal, a module path, a file suffix
+            if paragraph[:end].lower().endswith(_ABBREVIATIONS):
+                continue
+            return paragraph[:end]
+    return paragraph
+
+
 def field_docs(config_cls: type) -> dict[str, str]:
-    """The first line of each field's docstring (a string right after the field), by name.
+    """The first sentence of each field's docstring (a string right after the field), by
+    name (`first_sentence`).
 
     Config dataclasses document each field with such a string; the CLI's `--help`
     reads them from here, so the help text and the code cannot drift apart.
@@ -248,7 +276,7 @@ def field_docs(config_cls: type) -> dict[str, str]:
                 and isinstance(nxt.value, ast.Constant)
                 and isinstance(nxt.value.value, str)
             ):
-                docs[node.target.id] = inspect.cleandoc(nxt.value.value).splitlines()[0]
+                docs[node.target.id] = first_sentence(inspect.cleandoc(nxt.value.value))
     return docs
 
 

@@ -19,25 +19,12 @@ from jaxrl import config as cfg
 from jaxrl.config import ConfigError
 from jaxrl.lm import ModelConfig, Transformer
 from jaxrl.training.contract import Algorithm, ConfigChange, check_algorithm
-from jaxrl.training.run_config import RunConfig
+from jaxrl.training.run_config import PLANNED_RUN_FIELDS, RunConfig
 from jaxrl.training.steppers import check_agent_execution
 
 from .measure import DERIVED_ROWS, PROGRAM_ROW, not_donated, plan_steps, program_bytes, resolve
 from .report import Plan, StepPlan, Suggestion
 from .topology import Target, mesh_overrides, parse_mesh, resolve_topology
-
-# Run options that change the compiled programs: the agents (seeds, devices), how they
-# run, and the chunk length (log and checkpoint intervals). `run_dir` is kept only
-# because `checkpoint_every` needs one; nothing is written.
-PLANNED_RUN_FIELDS = (
-    "num_seeds",
-    "seed",
-    "num_devices",
-    "agent_execution",
-    "log_every",
-    "checkpoint_every",
-    "run_dir",
-)
 
 
 def plan(

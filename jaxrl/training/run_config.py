@@ -21,6 +21,20 @@ from jaxrl import config as cfg
 AGENT_EXECUTIONS = ("vmap", "map")
 
 
+# Run options that change the compiled programs: the agents (seeds, devices), how they
+# run, and the chunk length (log and checkpoint intervals). `run_dir` is kept only
+# because `checkpoint_every` needs one; nothing is written.
+PLANNED_RUN_FIELDS = (
+    "num_seeds",
+    "seed",
+    "num_devices",
+    "agent_execution",
+    "log_every",
+    "checkpoint_every",
+    "run_dir",
+)
+
+
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
     """How to run an algorithm (not what it learns).

@@ -92,7 +92,7 @@ BAD_COMMANDS: dict[str, tuple[list[str], str]] = {
     ),
     "train-bool-not-a-bool": (
         ["train", "ppo", "--normalize-obs", "maybe"],
-        r"argument --normalize-obs: invalid .* value: 'maybe'",
+        r"argument --normalize-obs: invalid value 'maybe': must be true or false",
     ),
     # The train flags of test_cli.py's usage-error table, each in one command line.
     **{

@@ -238,26 +238,6 @@ def test_config_file_errors(tmp_path, capsys):
     assert not (tmp_path / "r").exists()
 
 
-@pytest.mark.parametrize(
-    ("argv", "pattern"),
-    [
-        (["train", "ppo", "--bogus"], r"unrecognized arguments: --bogus"),
-        (["train", "trpo"], r"argument algorithm: invalid choice: 'trpo' \(choose from .*ppo"),
-        (["train", "ppo", "--num-seeds", "two"], r"argument --num-seeds: invalid int value: 'two'"),
-        (
-            ["train", "ppo", "--normalize-obs", "maybe"],
-            r"argument --normalize-obs: invalid .* value: 'maybe'",
-        ),
-        (["eval"], r"the following arguments are required: run_dir"),
-    ],
-)
-def test_argparse_errors_exit_2(capsys, argv, pattern):
-    with pytest.raises(SystemExit) as info:
-        cli.main(argv)
-    assert info.value.code == 2
-    assert re.search(pattern, capsys.readouterr().err)
-
-
 def test_no_command_prints_help(capsys):
     assert cli.main([]) == 2
     out = capsys.readouterr().out

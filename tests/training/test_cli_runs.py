@@ -245,8 +245,8 @@ def test_help_shows_the_presets_values_and_a_description_per_flag(capsys):
     assert info.value.code == 0
     out = " ".join(capsys.readouterr().out.split())  # undo argparse's line wrapping
     assert "the preset for --env Pendulum-v1" in out
-    assert "(default 16)" in out.rsplit("--num-envs INT", 1)[1][:200]  # Pendulum: 16 envs
-    assert "(default 0.95)" in out.rsplit("--gamma FLOAT", 1)[1][:200]
+    assert "(default: 16)" in out.rsplit("--num-envs INT", 1)[1][:200]  # Pendulum: 16 envs
+    assert "(default: 0.95)" in out.rsplit("--gamma FLOAT", 1)[1][:200]
     from jaxrl import algorithms
     from jaxrl.config import field_docs
 

@@ -87,8 +87,8 @@ class DreamerConfig:
     and the observation; training steps the backbone one step at a time), "observation"
     (the observation only, as STORM, TWM and R2I: the backbone runs over the whole
     sequence in parallel) or "auto" (history for gru, observation otherwise)."""
-    model_size: str = "xs"
-    """Model-size preset: a key of MODEL_SIZES (debug, xs, s, m)."""
+    model_size: str = dataclasses.field(default="xs", metadata={"choices": tuple(MODEL_SIZES)})
+    """Model-size preset: a key of `MODEL_SIZES` (units, layers, latents)."""
     transformer_window: int = 16
     """transformer backbone: steps each position attends to (itself included)."""
     transformer_heads: int = 4
