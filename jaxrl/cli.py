@@ -15,17 +15,20 @@ line too, and its traceback with --debug (or JAXRL_DEBUG=1).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
 import pathlib
 import re
+import signal
 import sys
+import threading
 import time
 import traceback
 import typing
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from jaxrl import algorithms
@@ -36,10 +39,16 @@ EVAL_EPISODES = 10
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Runs one `jaxrl` command; returns its exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv or os.environ.get("JAXRL_DEBUG") == "1"
     argv = [a for a in argv if a != "--debug"]
     _one_line_warnings()
+    with _signals_exit_at_once():
+        return _run_command(argv, debug)
+
+
+def _run_command(argv: list[str], debug: bool) -> int:
     try:
         parser = _build_parser(argv)
     except cfg.ConfigError as err:  # e.g. an unknown --env, whose preset the flags show
@@ -64,9 +73,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FloatingPointError as err:  # NaNLossError: the run diverged; checkpoints are kept
         print(f"jaxrl: training stopped: {err}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:  # a second Ctrl-C: stopped at once, nothing saved
-        print("jaxrl: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt:  # raised by code that replaced our handler: same exit
+        if debug:
+            traceback.print_exc()
+        _exit_now(signal.SIGINT, None)
     except Exception as err:
         from jaxrl.training.driver import TrainingInterrupted
 
@@ -81,6 +91,41 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+
+
+def _exit_now(signum: int, frame: Any) -> typing.NoReturn:
+    """Leaves the process at once, with status 128 + signum, after one line.
+
+    Without the interpreter's teardown: a KeyboardInterrupt raised inside XLA (while it
+    compiles or runs a computation) left its threads in a state where tearing the
+    modules down crashed (a segmentation fault after "interrupted"), and a raised
+    exception can land in a callback that swallows it (a garbage-collection hook).
+    Files are closed by the kernel; a checkpoint being written is left unfinished, and
+    resume skips it."""
+    print("\njaxrl: interrupted", file=sys.stderr, flush=True)
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+    os._exit(128 + signum)
+
+
+@contextlib.contextmanager
+def _signals_exit_at_once() -> Iterator[None]:
+    """While a command runs, Ctrl-C or SIGTERM leave at once (`_exit_now`), except while
+    a run trains: the driver then turns the first one into a checkpoint and a clean stop,
+    and calls this handler on the second. The previous handlers come back afterwards
+    (tests call `main` in-process)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.signal(signum, _exit_now) for signum in _STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def _one_line_warnings() -> None:
@@ -606,6 +651,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     import jax
 
     from jaxrl.evaluation import load_run, read_run
+    from jaxrl.training.run_dir import write_json
 
     _, entry = read_run(args.run_dir)
     count = _eval_count(entry, args.episodes, args.examples)
@@ -622,7 +668,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     report = _eval_report(type(algo), result, resolved, count)
     report["seed"] = seed
     print(json.dumps(report))
-    (pathlib.Path(args.run_dir) / "eval.json").write_text(json.dumps(report, indent=2) + "\n")
+    write_json(pathlib.Path(args.run_dir) / "eval.json", report)
     return 0
 
 

@@ -43,7 +43,7 @@ from .agents import initial_state, make_agents
 from .contract import Algorithm, check_algorithm
 from .progress import Clock, Progress
 from .run_config import RunConfig, TrainResult, chunk_length, run_dict
-from .run_dir import Checkpoints, lock_run_dir, prepare_run_dir, resume_metrics
+from .run_dir import Checkpoints, lock_run_dir, prepare_run_dir, resume_metrics, write_json
 from .steppers import check_agent_execution, make_stepper
 from .summary import check_finite, log_row, run_summary, tensorboard_writer, write_tensorboard
 
@@ -73,11 +73,14 @@ def train(algo: Algorithm, run: RunConfig, *, init_params: Any = None) -> TrainR
     run_dir = pathlib.Path(run.run_dir) if run.run_dir else None
     is_main = jax.process_index() == 0
     resolved = {"algorithm": algo.name, "config": cfg.to_dict(algo.config), "run": run_dict(run)}
-    with _run_dir_lock(run_dir, run, is_main):
+    # From here on a first SIGINT/SIGTERM asks the run to stop at the next safe point
+    # (the end of a chunk, or before the first one: compilation is never interrupted, as
+    # a KeyboardInterrupt inside XLA's compiler left the process to crash at exit).
+    with _StopSignals() as stop, _run_dir_lock(run_dir, run, is_main):
         if run_dir is not None:
             prepare_run_dir(run_dir, resolved, run, algo, is_main)
         return _train_locked(
-            algo, run, agents, chunk, mesh, run_dir, is_main, init_params, wall_start
+            algo, run, agents, chunk, mesh, run_dir, is_main, init_params, wall_start, stop
         )
 
 
@@ -109,7 +112,7 @@ def _run_dir_lock(
 
 
 def _train_locked(
-    algo, run, agents, chunk, mesh, run_dir, is_main, init_params, wall_start
+    algo, run, agents, chunk, mesh, run_dir, is_main, init_params, wall_start, stop
 ) -> TrainResult:
     """The run itself, once the run directory (if any) is locked and checked."""
     compile_clock, train_clock = Clock(), Clock()
@@ -130,7 +133,7 @@ def _train_locked(
     if start_update < algo.num_updates and not algo.staged:
         stepper.compile(state, min(chunk, algo.num_updates - start_update))
 
-    loop = _Loop(algo, run, agents, run_dir, is_main, checkpoints, stepper)
+    loop = _Loop(algo, run, agents, run_dir, is_main, checkpoints, stepper, stop)
     state, host_state, updates_run, stopped_early_at = loop.run_chunks(
         state, host_state, start_update, chunk, history, train_clock, compile_clock
     )
@@ -151,7 +154,7 @@ def _train_locked(
     summary.update(algo.finish(state, run_dir) or {})
     summary["wall_seconds"] = time.perf_counter() - wall_start
     if is_main and run_dir is not None:
-        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        write_json(run_dir / "summary.json", summary)
     return TrainResult(
         state=state, metrics=history, summary=summary, algorithm=algo, run_dir=run_dir
     )
@@ -161,10 +164,10 @@ def _train_locked(
 class _Loop:
     """The host loop over chunks: run, check, log, checkpoint, stop cleanly on a signal."""
 
-    def __init__(self, algo, run, agents, run_dir, is_main, checkpoints, stepper):
+    def __init__(self, algo, run, agents, run_dir, is_main, checkpoints, stepper, stop):
         self.algo, self.run, self.agents = algo, run, agents
         self.run_dir, self.is_main = run_dir, is_main
-        self.checkpoints, self.stepper = checkpoints, stepper
+        self.checkpoints, self.stepper, self.stop = checkpoints, stepper, stop
         self.multi_process = jax.process_count() > 1
 
     def run_chunks(self, state, host_state, update, chunk, history, clock, compile_clock):
@@ -186,36 +189,36 @@ class _Loop:
         if update > 0:  # a resumed run that its algorithm had already ended trains no more
             state, done = algo.early_stop(state)
             stopped_early_at = update if done else None
+        stop = self.stop
         try:
-            with _StopSignals() as stop:
-                while update < algo.num_updates and stopped_early_at is None:
-                    length = min(chunk, algo.num_updates - update)
-                    compiled = compile_clock.wall, compile_clock.cpu
-                    with clock:
-                        state, host_state, metrics = self.stepper.run(state, host_state, length)
-                    clock.discount(
-                        compile_clock.wall - compiled[0], compile_clock.cpu - compiled[1]
-                    )
-                    check_finite(metrics, update, algo)
-                    update += length
-                    updates_run += length
-                    row = log_row(metrics, update, algo, n * spu * length / clock.last)
-                    row["seconds"] = clock.last
-                    if "tokens" in row:
-                        row["tokens_per_second"] = sum(row["tokens"]) / clock.last
-                    history.append(row)
-                    self._write_row(row, writer)
-                    progress.update(spu * length, row)
-                    state, done = algo.early_stop(state)
-                    if done:
-                        stopped_early_at = update
-                    finished = update >= algo.num_updates or done
-                    due = self.checkpoints is not None and self.checkpoints.due(update)
-                    due, signum = _agreed(due, stop.signum, self.multi_process)
-                    if self.checkpoints is not None and (finished or signum or due):
-                        self.checkpoints.save(update, state, host_state)
-                    if signum and not finished:
-                        raise TrainingInterrupted(self._stop_message(signum, update), signum)
+            if update < algo.num_updates and stopped_early_at is None:
+                self._stop_if_signalled_before_training(update, state, host_state)
+            while update < algo.num_updates and stopped_early_at is None:
+                length = min(chunk, algo.num_updates - update)
+                compiled = compile_clock.wall, compile_clock.cpu
+                with clock:
+                    state, host_state, metrics = self.stepper.run(state, host_state, length)
+                clock.discount(compile_clock.wall - compiled[0], compile_clock.cpu - compiled[1])
+                check_finite(metrics, update, algo)
+                update += length
+                updates_run += length
+                row = log_row(metrics, update, algo, n * spu * length / clock.last)
+                row["seconds"] = clock.last
+                if "tokens" in row:
+                    row["tokens_per_second"] = sum(row["tokens"]) / clock.last
+                history.append(row)
+                self._write_row(row, writer)
+                progress.update(spu * length, row)
+                state, done = algo.early_stop(state)
+                if done:
+                    stopped_early_at = update
+                finished = update >= algo.num_updates or done
+                due = self.checkpoints is not None and self.checkpoints.due(update)
+                due, signum = _agreed(due, stop.signum, self.multi_process)
+                if self.checkpoints is not None and (finished or signum or due):
+                    self.checkpoints.save(update, state, host_state)
+                if signum and not finished:
+                    raise TrainingInterrupted(self._stop_message(signum, update), signum)
         finally:
             progress.close()
             if writer is not None:
@@ -223,6 +226,17 @@ class _Loop:
             if self.checkpoints is not None:
                 self.checkpoints.close()
         return state, host_state, updates_run, stopped_early_at
+
+    def _stop_if_signalled_before_training(self, update: int, state: Any, host_state: Any):
+        """A signal during set-up or compilation stops the run before its first chunk:
+        a fresh run first saves its initial state (so that `--resume` continues it, as
+        after any other stop); a resumed one already has its checkpoint at `update`."""
+        _, signum = _agreed(False, self.stop.signum, self.multi_process)
+        if not signum:
+            return
+        if self.checkpoints is not None and not self.run.resume:
+            self.checkpoints.save(update, state, host_state)
+        raise TrainingInterrupted(self._stop_message(signum, update), signum)
 
     def _write_row(self, row: dict[str, Any], writer: Any) -> None:
         if self.is_main and self.run_dir is not None:
@@ -265,8 +279,10 @@ class _StopSignals:
     """Turns the first SIGINT/SIGTERM into a request to stop after the current chunk.
 
     Schedulers and preemptible TPU VMs send SIGTERM; Ctrl-C sends SIGINT. A second
-    signal stops at once (KeyboardInterrupt). Outside the main thread (where Python
-    cannot install handlers) signals keep their default behaviour.
+    signal stops at once: through the handler that was installed before the run when
+    there is one (the CLI's leaves the process), else as a KeyboardInterrupt (in a
+    notebook, the cell stops and the kernel lives). Outside the main thread (where
+    Python cannot install handlers) signals keep their default behaviour.
     """
 
     def __init__(self) -> None:
@@ -279,6 +295,9 @@ class _StopSignals:
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self.signum is not None:
+            previous = self._previous.get(signum)
+            if callable(previous) and previous is not signal.default_int_handler:
+                previous(signum, frame)  # the CLI's: leave the process at once
             raise KeyboardInterrupt(f"second {signal.Signals(signum).name}: stopping now")
         self.signum = signum
         print(

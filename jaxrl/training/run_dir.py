@@ -36,6 +36,15 @@ from .run_config import RunConfig, checkpoint_interval
 log = logging.getLogger(__name__)
 
 
+def write_json(path: pathlib.Path, value: Any) -> None:
+    """Writes `value` as indented JSON to `path` through a temporary file and a rename,
+    so that a reader (or a run killed mid-write) sees the old file or the new one, never
+    a torn one."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(json.dumps(value, indent=2) + "\n")
+    os.replace(temporary, path)
+
+
 # Fields of the run config that may differ between the original run and its resumption.
 _RESUME_MAY_DIFFER = {
     "resume",
@@ -152,7 +161,7 @@ def prepare_run_dir(
         _check_same_run(saved, resolved)
         algo.check_resume(saved["config"], reschedule=run.reschedule)
         if is_main and saved != {**resolved, "run": saved["run"]}:  # e.g. an extended run
-            config_path.write_text(json.dumps({**resolved, "run": saved["run"]}, indent=2) + "\n")
+            write_json(config_path, {**resolved, "run": saved["run"]})
         return
     if checkpoints.exists() and any(checkpoints.iterdir()) and not run.fresh:
         raise cfg.ConfigError(
@@ -166,7 +175,7 @@ def prepare_run_dir(
             shutil.rmtree(checkpoints)
         for stale in ("metrics.jsonl", "summary.json", "eval.json"):
             (run_dir / stale).unlink(missing_ok=True)
-        config_path.write_text(json.dumps(resolved, indent=2) + "\n")
+        write_json(config_path, resolved)
     if jax.process_count() > 1:  # other processes must not see the old checkpoints
         from jax.experimental import multihost_utils
 
