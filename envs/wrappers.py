@@ -51,6 +51,7 @@ so the logged returns are those of the raw rewards.
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -77,6 +78,7 @@ __all__ = [
     "NormalizeObservationState",
     "ScaleReward",
     "ScaleRewardState",
+    "CheckAction",
     "ClipAction",
     "FlattenObservation",
     "FrameStack",
@@ -475,6 +477,42 @@ class ClipAction(Wrapper):
         space = _space_at(self._env.action_space, params, self._default_space)
         clipped = jnp.clip(action, space.low, space.high).astype(space.dtype)
         return super().wrapped_step(key, state, clipped, params, truncate)
+
+
+class CheckAction(Wrapper):
+    """Raises when an action's value lies outside the action space: a debugging aid.
+
+    `Environment.step` checks an action's shape and dtype while tracing, for free; its
+    value cannot be checked without the host, so an out-of-range action does what the
+    reference implementation does with it (CartPole, like Gymnax and Gymnasium's
+    arithmetic: any action but 1 pushes left). Wrapped in `CheckAction`, every step
+    calls back to the host (`jax.debug.callback`), which raises a `ValueError` naming
+    the action and the space, and the computation fails with it. That costs a host
+    round trip per step: use it while debugging a policy, not for training.
+    """
+
+    def __init__(self, env: Environment):
+        super().__init__(env)
+        self._default_space = env.action_space(env.default_params)
+
+    def wrapped_step(
+        self, key: jax.Array, state: Any, action: jax.Array, params: Any, truncate: Any
+    ) -> StepResult:
+        space = _space_at(self._env.action_space, params, self._default_space)
+        jax.debug.callback(
+            functools.partial(_raise_unless_contained, name=self.name, space=repr(space)),
+            space.contains(action),
+            action,
+        )
+        return super().wrapped_step(key, state, action, params, truncate)
+
+
+def _raise_unless_contained(contained: Any, action: Any, *, name: str, space: str) -> None:
+    """`CheckAction`'s host side: `contained` and `action` carry any vmapped axes."""
+    contained, action = np.asarray(contained), np.asarray(action)
+    if not contained.all():
+        bad = action[~contained] if contained.ndim else action  # the offending ones
+        raise ValueError(f"{name}: action {bad.reshape(-1)[:8].tolist()} is not in {space}")
 
 
 def _space_at(space_fn: Any, params: Any, fallback: spaces.Space) -> spaces.Space:

@@ -637,6 +637,8 @@ def _print_summary(summary: dict[str, Any]) -> None:
         "final_return_agents",
         "eval_accuracy",
         "eval_reward_accuracy",
+        "pass@1_before",
+        "pass@1_after",
         "steps_per_second",
         "tokens_per_second",
         "compile_seconds",
@@ -702,7 +704,7 @@ def _eval_report(
     import numpy as np
 
     from jaxrl.training.contract import TARGET_FIELDS, declared
-    from jaxrl.training.summary import mean_std, per_sweep_point
+    from jaxrl.training.summary import aggregate
 
     metric = declared(algorithm, "eval_metric")
     name = algorithm.eval_name or metric
@@ -710,15 +712,13 @@ def _eval_report(
     per_episode = values.ndim == 2
     per_agent = values.mean(axis=1) if per_episode else values.reshape(-1)
     trains_on = declared(algorithm, "trains_on")
+    grid = cfg.expand_grid(cfg.parse_sweep(resolved["run"].get("sweep") or {}))
     report: dict[str, Any] = {
         trains_on: resolved["config"].get(TARGET_FIELDS[trains_on]),
-        **mean_std(per_agent, name),
+        **aggregate(per_agent, grid, resolved["run"]["num_seeds"], name),
         f"{name}_per_agent": [float(x) for x in per_agent],
     }
-    grid = cfg.expand_grid(cfg.parse_sweep(resolved["run"].get("sweep") or {}))
     report["episodes_per_agent" if per_episode else "examples_per_agent"] = count
-    if len(grid) > 1:
-        report["sweep"] = per_sweep_point(per_agent, grid, resolved["run"]["num_seeds"], name)
     return report
 
 

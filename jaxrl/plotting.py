@@ -117,23 +117,61 @@ def plot_runs(
     output: str | pathlib.Path,
     metric: str | None = None,
 ) -> None:
-    """Plots the mean over seeds with a +-1 std band; `metric` defaults to each run's
-    headline metric (`load_curves`)."""
+    """Writes `curves_figure(run_dirs, metric)` to `output`."""
+    plt = _matplotlib()
+    fig = curves_figure(run_dirs, metric)
+    fig.savefig(output, dpi=120)
+    plt.close(fig)
+
+
+def curves_figure(run_dirs: Sequence[str | pathlib.Path], metric: str | None = None) -> Any:
+    """A matplotlib figure of the runs' learning curves: per run (and sweep point) the
+    mean over seeds with a +-1 std band. `metric` defaults to each run's headline metric
+    (`load_curves`). The title names the metric and what the runs trained on; the legend
+    says what the band is and how many seeds each curve has.
+
+    Points where no seed has a value yet (no episode ended) are left out of a curve."""
     plt = _matplotlib()
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    first = json.loads((pathlib.Path(run_dirs[0]) / "config.json").read_text())["algorithm"]
-    entry = algorithms.get(first)
+    resolved = [json.loads((pathlib.Path(d) / "config.json").read_text()) for d in run_dirs]
+    entry = algorithms.get(resolved[0]["algorithm"])
+    metric_name = (metric or entry.headline_metric).replace("_", " ")
     for run_dir in run_dirs:
         for label, (steps, values) in load_curves(run_dir, metric).items():
-            with np.errstate(all="ignore"):
-                mean, std = np.nanmean(values, axis=1), np.nanstd(values, axis=1)
+            mean, std = _mean_std_over_seeds(values)
             (line,) = ax.plot(steps, mean, label=f"{label} (n={values.shape[1]})")
             ax.fill_between(steps, mean - std, mean + std, color=line.get_color(), alpha=0.2)
     unit = entry.algorithm.progress_unit.replace("env_steps", "environment steps")
     ax.set_xlabel(f"{unit.replace('_', ' ')} (per agent)")
-    ax.set_ylabel((metric or entry.headline_metric).replace("_", " "))
+    ax.set_ylabel(metric_name)
+    ax.set_title(f"{metric_name}: {_targets(resolved)}")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, title="mean over n seeds, band: \u00b11 std", title_fontsize=8)
     fig.tight_layout()
-    fig.savefig(output, dpi=120)
-    plt.close(fig)
+    return fig
+
+
+def _mean_std_over_seeds(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, mean and std over the seeds that have a value (NaN where none has: an
+    early row before any episode ended), without numpy's "Mean of empty slice"."""
+    counts = np.sum(~np.isnan(values), axis=1)
+    filled = np.where(np.isnan(values), 0.0, values)
+    safe = np.maximum(counts, 1)
+    mean = filled.sum(axis=1) / safe
+    var = np.where(np.isnan(values), 0.0, (values - mean[:, None]) ** 2).sum(axis=1) / safe
+    empty = counts == 0
+    return np.where(empty, np.nan, mean), np.where(empty, np.nan, np.sqrt(var))
+
+
+def _targets(resolved: Sequence[dict[str, Any]]) -> str:
+    """ "ppo on CartPole-v1" for the runs' algorithms and what they trained on, each once."""
+    names = []
+    for run in resolved:
+        entry = algorithms.get(run["algorithm"])
+        target = run["config"].get(TARGET_FIELDS[entry.trains_on])
+        if entry.trains_on == "dataset":
+            target = pathlib.Path(str(target)).stem
+        name = f"{run['algorithm']} on {target}"
+        if name not in names:
+            names.append(name)
+    return ", ".join(names)

@@ -397,6 +397,11 @@ class Algorithm:
         of the state, so that a resumed run stops where an uninterrupted one does."""
         return state, False
 
+    @property
+    def early_stop_reason(self) -> str:
+        """Why `early_stop` ended a run, for the line the driver prints when it does."""
+        return "the algorithm's goal was reached"
+
     def finish(self, state: Any, run_dir: Any) -> dict[str, Any]:
         return {}
 

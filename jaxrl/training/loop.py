@@ -210,7 +210,11 @@ class _Loop:
                 self._write_row(row, writer)
                 progress.update(spu * length, row)
                 state, done = algo.early_stop(state)
-                if done:
+                if done and update < algo.num_updates:
+                    stopped_early_at = update
+                    progress.stopped_early()
+                    self._say_stopped_early(update)
+                elif done:
                     stopped_early_at = update
                 finished = update >= algo.num_updates or done
                 due = self.checkpoints is not None and self.checkpoints.due(update)
@@ -237,6 +241,15 @@ class _Loop:
         if self.checkpoints is not None and not self.run.resume:
             self.checkpoints.save(update, state, host_state)
         raise TrainingInterrupted(self._stop_message(signum, update), signum)
+
+    def _say_stopped_early(self, update: int) -> None:
+        if self.is_main:
+            print(
+                f"jaxrl: {self.algo.name} ended the run at update {update} of "
+                f"{self.algo.num_updates}: {self.algo.early_stop_reason}",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def _write_row(self, row: dict[str, Any], writer: Any) -> None:
         if self.is_main and self.run_dir is not None:

@@ -48,6 +48,12 @@ class Progress:
         self._bar.set_postfix(postfix, refresh=False)
         self._bar.update(steps)
 
+    def stopped_early(self) -> None:
+        """Marks the bar of a run its algorithm ended before the budget, so that a bar
+        left at 22% says why it stopped there."""
+        if self._bar is not None:
+            self._bar.set_description_str(f"{self._bar.desc}, stopped early", refresh=True)
+
     def close(self) -> None:
         if self._bar is not None:
             self._bar.close()

@@ -127,8 +127,9 @@ def final_returns_summary(
     `final_return_window` gives the exact updates it covers. `final_return_mean`
     and `_std` are over the agents that finished at least one episode in the window;
     `final_return_agents` says how many did (an agent that finished none is left
-    out, and reported as None in `final_return_per_agent`). With a sweep, the same
-    fields per sweep point are in `sweep`.
+    out, and reported as None in `final_return_per_agent`). With a sweep, the mean,
+    std and count are per sweep point, in `sweep`, and not over all agents
+    (`aggregate`).
     """
     first = num_updates - max(1, int(math.ceil(num_updates * FINAL_RETURN_WINDOW)))
     rows = [r for r in history if r["update"] > first] or history[-1:]
@@ -141,13 +142,22 @@ def final_returns_summary(
     first_row = history.index(rows[0])
     start = history[first_row - 1]["update"] if first_row > 0 else 0
     out: dict[str, Any] = {
-        **mean_std(final, "final_return"),
         "final_return_per_agent": [None if math.isnan(v) else float(v) for v in final],
         "final_return_window": [start, rows[-1]["update"]],
     }
-    if len(agents.grid) > 1:
-        out["sweep"] = per_sweep_point(final, agents.grid, agents.num_seeds, "final_return")
+    out.update(aggregate(final, agents.grid, agents.num_seeds, "final_return"))
     return out
+
+
+def aggregate(
+    values: np.ndarray, grid: Sequence[Mapping[str, Any]], num_seeds: int, prefix: str
+) -> dict[str, Any]:
+    """`mean_std` of per-agent `values`: over all agents for one configuration; with a
+    sweep, per sweep point in `sweep` and no top-level mean (agents trained with other
+    hyperparameters are not seeds of one experiment, so their mean measures nothing)."""
+    if len(grid) > 1:
+        return {"sweep": per_sweep_point(values, grid, num_seeds, prefix)}
+    return mean_std(values, prefix)
 
 
 def mean_std(values: np.ndarray, prefix: str) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -456,3 +457,28 @@ def test_constructor_validation():
         W.FrameStack(CARTPOLE, 0)
     with pytest.raises(TypeError, match="Box observation"):
         W.NormalizeObservation(W.Wrapper(DictDrift()))
+
+
+def test_check_action_raises_on_an_action_outside_the_space():
+    """Issue 36, item 9: CartPole's step takes action=5 silently (as Gymnax does: any
+    action but 1 pushes left); `CheckAction` is the debug mode that refuses it, under jit
+    and vmap too, naming the action and the space."""
+    env, params = envs.make("CartPole-v1")
+    checked = W.CheckAction(env)
+    _, state = checked.reset(jax.random.key(0), params)
+    reference = env.step(jax.random.key(1), state, 1, params)
+    chex.assert_trees_all_equal(checked.step(jax.random.key(1), state, 1, params), reference)
+    with pytest.raises(Exception, match=r"CartPole-v1: action \[5\] is not in Discrete\(2\)"):
+        jax.block_until_ready(jax.jit(checked.step)(jax.random.key(1), state, 5, params))
+    keys = jax.random.split(jax.random.key(0), 3)
+    _, states = jax.vmap(checked.reset, (0, None))(keys, params)
+    step = jax.jit(jax.vmap(checked.step, (0, 0, 0, None)))
+    jax.block_until_ready(step(keys, states, jnp.array([0, 1, 1]), params))
+    with pytest.raises(Exception, match=r"action \[7\] is not in Discrete\(2\)"):
+        jax.block_until_ready(step(keys, states, jnp.array([0, 7, 1]), params))
+    pendulum, pendulum_params = envs.make("Pendulum-v1")
+    checked = W.CheckAction(pendulum)
+    _, state = checked.reset(jax.random.key(0), pendulum_params)
+    with pytest.raises(Exception, match=r"action \[3\.5\] is not in Box"):
+        step = checked.step(jax.random.key(1), state, jnp.array([3.5]), pendulum_params)
+        jax.block_until_ready(step)

@@ -68,9 +68,8 @@ STEPS_PER_UPDATE = 4 * 64
 NUM_UPDATES = 8192 // STEPS_PER_UPDATE
 NUM_AGENTS = STD_SEEDS * len(STD_SWEEP["lr"])
 SUMMARY_KEYS = (
-    "final_return_mean",
-    "final_return_std",
-    "final_return_agents",
+    "final_return_per_agent",
+    "sweep",  # the STD config sweeps lr: final_return_mean/_std/_agents per point
     "steps_per_second",
     "compile_seconds",
     "wall_seconds",

@@ -11,7 +11,9 @@ import json
 import pathlib
 import re
 import shutil
+import warnings
 
+import numpy as np
 import pytest
 
 import jaxrl
@@ -195,3 +197,24 @@ def test_resuming_a_run_with_another_algorithm_names_the_runs_algorithm(tmp_path
     assert len(lines) == 1
     assert re.search(r"holds a ppo run, not dqn; resume it with `jaxrl train ppo ", lines[0])
     assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
+
+
+def test_plot_of_rows_before_any_episode_ended_warns_nothing_and_labels_the_band(workspace):
+    """Issue 36, item 9: an early row where no seed had finished an episode (None in
+    every column) printed numpy's "Mean of empty slice"; the figure had no title and its
+    legend did not say what the band is."""
+    from jaxrl.plotting import _mean_std_over_seeds, curves_figure
+
+    rows = [json.dumps({"env_steps": 512, "episode_return": [None]}), *_rows(3)[1:]]
+    (workspace / "run" / "metrics.jsonl").write_text("\n".join(rows) + "\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        figure = curves_figure([workspace / "run"])
+    (axes,) = figure.axes
+    assert axes.get_title() == "episode return: ppo on CartPole-v1"
+    assert axes.get_legend().get_title().get_text() == "mean over n seeds, band: \u00b11 std"
+
+    values = np.array([[np.nan, np.nan], [1.0, np.nan], [1.0, 3.0]])
+    mean, std = _mean_std_over_seeds(values)
+    np.testing.assert_array_equal(mean, [np.nan, 1.0, 2.0])
+    np.testing.assert_array_equal(std, [np.nan, 0.0, 1.0])

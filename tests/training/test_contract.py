@@ -207,9 +207,13 @@ class EarlyStopToy(StagedToy):
         return state, bool(np.all(np.asarray(state.update_step) >= self.stop_after))
 
 
-def test_early_stop_ends_the_run_with_a_checkpoint_and_resume_trains_no_more(tmp_path):
+def test_early_stop_ends_the_run_with_a_checkpoint_and_resume_trains_no_more(tmp_path, capsys):
     algo = EarlyStopToy(ToyConfig(total_steps=80), stop_after=3)  # 10 updates at most
     first = _run(algo, tmp_path, num_seeds=2, log_every=8, checkpoint_every=40)
+    # One line says why the run (and its progress bar) stopped before the budget.
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "jaxrl: early-stop-toy ended the run at update 3 of 10: the algorithm's goal was reached"
+    )
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["stopped_early_at_update"] == 3 and summary["samples_per_agent"] == 24
     assert np.asarray(first.state.update_step).tolist() == [3, 3]

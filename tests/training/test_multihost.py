@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -179,11 +180,18 @@ def test_two_processes_match_one_process(scenario, name):
     )
 
 
+def _file_written(path: str) -> str:
+    """The file a write went to: JSON files are written as `.NAME.PID.tmp`, then renamed."""
+    name = pathlib.Path(path).name
+    renamed = re.fullmatch(r"\.(.+)\.\d+\.tmp", name)
+    return renamed[1] if renamed else name
+
+
 def test_only_process_zero_writes_run_files(scenario):
     run_dir = scenario["multi"] / "run"
     for name in ("agent", "resume"):
         written = {
-            pathlib.Path(p).name
+            _file_written(p)
             for p in scenario["p0"]["runs"][name]["writes"]
             if pathlib.Path(p).is_relative_to(run_dir) and "checkpoints" not in p
         }
@@ -192,9 +200,7 @@ def test_only_process_zero_writes_run_files(scenario):
             p for p in scenario["p1"]["runs"][name]["writes"] if "checkpoints" not in p
         ]
         assert outside_checkpoints == [], outside_checkpoints
-    assert "config.json" in {
-        pathlib.Path(p).name for p in scenario["p0"]["runs"]["agent"]["writes"]
-    }
+    assert "config.json" in {_file_written(p) for p in scenario["p0"]["runs"]["agent"]["writes"]}
     # One metrics row per update, none duplicated by the second process.
     rows = [
         json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line

@@ -202,6 +202,14 @@ class SFT(LMAlgorithm):
             "entropy": TokenMean.over(jax.lax.stop_gradient(entropy), loss_mask),
         }
 
+    @property
+    def early_stop_reason(self) -> str:
+        return (
+            "every agent reached stop_at_train_accuracy="
+            f"{self.config.stop_at_train_accuracy:g} (pass --stop-at-train-accuracy none "
+            "to train the whole budget)"
+        )
+
     def early_stop(self, state: SFTState) -> tuple[SFTState, bool]:
         """Ends the run once every agent has stopped (see `stop_at_train_accuracy`)."""
         if self.config.stop_at_train_accuracy is None:
