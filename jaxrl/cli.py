@@ -398,6 +398,13 @@ def _add_run_flags(p: argparse.ArgumentParser, command: str) -> None:
         help="hide the progress bar",
     )
     add(
+        "--no-memory-check",
+        dest="check_memory",
+        action="store_false",
+        help="run even when the state or a compiled step needs more memory than the "
+        "machine has available (checked before allocating or running them)",
+    )
+    add(
         "--tensorboard",
         dest="tensorboard",
         action="store_true",

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 
 from jaxrl import config as cfg
 
+from . import memory
 from .contract import Algorithm
 from .run_config import RunConfig
 
@@ -59,15 +60,23 @@ def make_agents(algo: Algorithm, run: RunConfig) -> Agents:
 
 
 def initial_state(
-    algo: Algorithm, agents: Agents, mesh: jax.sharding.Mesh, params: Any = None
+    algo: Algorithm,
+    agents: Agents,
+    mesh: jax.sharding.Mesh,
+    params: Any = None,
+    check_memory: bool = True,
 ) -> tuple[Any, Any]:
     """`(state, shardings)`: every agent's initial state, stacked and placed on `mesh`.
 
-    Used by the driver and by `jaxrl.evaluation.load_run` (as the restore target).
+    Used by the driver and by `jaxrl.evaluation.load_run` (as the restore target). With
+    `check_memory`, a state larger than the memory available is refused before it is
+    allocated (`memory.check_state`).
     """
     abstract = jax.eval_shape(
         lambda k, h, p: init_agents(algo, k, h, p), agents.keys, agents.hparams, params
     )
+    if check_memory:
+        memory.check_state(abstract, list(mesh.devices.flat))
     shardings = algo.state_sharding(abstract, mesh, agents.num_agents)
     on_one_device = _init_on_one_device(mesh)
     init_fn = (

@@ -118,7 +118,7 @@ def _train_locked(
     compile_clock, train_clock = Clock(), Clock()
     with compile_clock:  # counted as compilation: rejax and PureJaxRL compile init too
         params = init_params if init_params is not None else algo.load_params()
-        state, shardings = initial_state(algo, agents, mesh, params)
+        state, shardings = initial_state(algo, agents, mesh, params, run.check_memory)
     host_state = algo.init_host_state(run.seed, agents.num_agents)
 
     checkpoints = Checkpoints(algo, run, run_dir, state) if run_dir is not None else None
@@ -128,7 +128,13 @@ def _train_locked(
         history = resume_metrics(run_dir, start_update, is_main)
 
     stepper = make_stepper(
-        algo, agents.num_agents, mesh, shardings, compile_clock, run.agent_execution
+        algo,
+        agents.num_agents,
+        mesh,
+        shardings,
+        compile_clock,
+        run.agent_execution,
+        run.check_memory,
     )
     if start_update < algo.num_updates and not algo.staged:
         stepper.compile(state, min(chunk, algo.num_updates - start_update))

@@ -72,6 +72,9 @@ class RunConfig:
             Staged algorithms (language models) accept only "vmap".
         progress: Show a progress bar.
         tensorboard: Also write TensorBoard events (needs `tensorboardX`).
+        check_memory: Refuse a run whose state or compiled step needs more memory than
+            the machine has available, before allocating or running it
+            (`jaxrl.training.memory`); False runs it anyway.
     """
 
     num_seeds: int = 1
@@ -89,6 +92,7 @@ class RunConfig:
     agent_execution: str = "vmap"
     progress: bool = True
     tensorboard: bool = False
+    check_memory: bool = True
 
     def validate(self, sweepable: Sequence[str]) -> RunConfig:
         cfg.check_positive(self, "num_seeds", "keep_checkpoints")

@@ -57,6 +57,7 @@ _RESUME_MAY_DIFFER = {
     "run_dir",
     "checkpoint_minutes",
     "keep_checkpoints",
+    "check_memory",
 }
 
 

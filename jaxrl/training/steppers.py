@@ -28,6 +28,7 @@ import numpy as np
 
 from jaxrl import config as cfg
 
+from . import memory
 from . import mesh as mesh_lib
 from .contract import Algorithm
 from .progress import Clock
@@ -230,9 +231,11 @@ class FusedStepper:
         shardings: Any,
         compile_clock: Clock,
         execution: str,
+        check_memory: bool = False,
     ):
         self.algo, self.num_agents, self.mesh = algo, num_agents, mesh
         self.shardings, self.compile_clock, self.execution = shardings, compile_clock, execution
+        self.check_memory = check_memory
         self.programs: dict[int, Any] = {}
 
     def compile(self, state: Any, length: int) -> None:
@@ -251,7 +254,10 @@ class FusedStepper:
                 length=length,
                 execution=self.execution,
             )
-            self.programs[length] = program.lowered.compile()
+            compiled = program.lowered.compile()
+        if self.check_memory:  # before it first runs
+            memory.check_program(compiled, "update", list(self.mesh.devices.flat))
+        self.programs[length] = compiled
 
     def run(self, state: Any, host_state: Any, length: int) -> tuple[Any, Any, dict]:
         self.compile(state, length)  # the tail of a run the chunk does not divide
@@ -273,9 +279,11 @@ class StagedStepper:
         mesh: jax.sharding.Mesh,
         shardings: Any,
         compile_clock: Clock,
+        check_memory: bool = False,
     ):
         self.algo, self.num_agents, self.mesh = algo, num_agents, mesh
         self.shardings, self.compile_clock = shardings, compile_clock
+        self.check_memory = check_memory
         self.phases = algo.phases
         self.collect_fn = self.learn_fn = self.batch_shardings = self.input_shardings = None
         self.input_shapes = None
@@ -301,7 +309,9 @@ class StagedStepper:
                     self.algo, inputs, self.mesh, self.num_agents
                 )
                 input_shardings, specs = (self.input_shardings,), (*specs, input_spec)
-            self.collect_fn = self._lower("collect", specs, input_shardings).lowered.compile()
+            compiled = self._lower("collect", specs, input_shardings).lowered.compile()
+        self._check_memory(compiled, "collect")
+        self.collect_fn = compiled
 
     def _compile_learn(self, state: Any, batch: Any) -> None:
         with self.compile_clock:
@@ -309,7 +319,13 @@ class StagedStepper:
                 self.algo, batch, self.mesh, self.num_agents
             )
             specs = (abstract_state(state), batch_spec)
-            self.learn_fn = self._lower("learn", specs, (self.batch_shardings,)).lowered.compile()
+            compiled = self._lower("learn", specs, (self.batch_shardings,)).lowered.compile()
+        self._check_memory(compiled, "learn")
+        self.learn_fn = compiled
+
+    def _check_memory(self, compiled: Any, phase: str) -> None:
+        if self.check_memory:  # before it first runs
+            memory.check_program(compiled, phase, list(self.mesh.devices.flat))
 
     def _collect(self, state: Any, inputs: tuple[Any, ...]) -> tuple[Any, Any]:
         """One `collect` round: `(state, collected)`, `collected` on the host."""
@@ -384,8 +400,10 @@ def make_stepper(
     shardings: Any,
     compile_clock: Clock,
     execution: str,
+    check_memory: bool = False,
 ) -> FusedStepper | StagedStepper:
-    """The stepper for `algo.phases`: fused (`update`) or staged."""
+    """The stepper for `algo.phases`: fused (`update`) or staged; with `check_memory`,
+    each program is checked against the memory available before it first runs."""
     if algo.staged:
-        return StagedStepper(algo, num_agents, mesh, shardings, compile_clock)
-    return FusedStepper(algo, num_agents, mesh, shardings, compile_clock, execution)
+        return StagedStepper(algo, num_agents, mesh, shardings, compile_clock, check_memory)
+    return FusedStepper(algo, num_agents, mesh, shardings, compile_clock, execution, check_memory)
