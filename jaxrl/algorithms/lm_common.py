@@ -541,12 +541,14 @@ class LMAlgorithm(Algorithm):
         max_new_tokens: int,
         temperature: float,
         num_samples: int = 1,
+        model: Transformer | None = None,
     ) -> SampleOutput:
         """`num_samples` completions of each left-padded prompt row (`tokens`, `mask`) by
         the model with `params` (`jaxrl.lm.generate`, with the KV cache), each ended by
-        the tokenizer's eos or at `max_new_tokens`; `temperature` 0 is greedy."""
+        the tokenizer's eos or at `max_new_tokens`; `temperature` 0 is greedy. `model`
+        replaces `self.model` (a sampler with another compute dtype)."""
         return generate(
-            self.model,
+            self.model if model is None else model,
             params,
             tokens,
             key,

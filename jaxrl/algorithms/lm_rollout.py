@@ -62,7 +62,8 @@ from jaxrl.algorithms.lm_common import (
     split_rows,
 )
 from jaxrl.config import ConfigError
-from jaxrl.lm import decode_completions, token_logprobs
+from jaxrl.lm import Transformer, decode_completions, token_logprobs
+from jaxrl.lm.config import SUPPORTED_DTYPES
 from jaxrl.minibatches import run_epochs
 from jaxrl.objectives import (
     ADVANTAGE_ESTIMATORS,
@@ -70,6 +71,7 @@ from jaxrl.objectives import (
     KL_ESTIMATORS,
     LOSS_AGGREGATIONS,
     POLICY_LOSSES,
+    ROLLOUT_CORRECTIONS,
     aggregate_loss,
     entropy_bonus,
     high_entropy_mask,
@@ -77,8 +79,11 @@ from jaxrl.objectives import (
     kl_penalised_rewards,
     overlong_penalty,
     policy_loss,
+    rollout_metrics,
+    rollout_weights,
     validate_advantage,
     validate_clip,
+    validate_rollout_correction,
 )
 from jaxrl.rewards import blocks as reward_blocks
 from jaxrl.tasks.metrics import pass_at_k
@@ -148,6 +153,21 @@ class LMRLConfig(LMConfig):
     """Upper clip range of the ratio (1 + eps_high; DAPO's clip-higher uses 0.28)."""
     dual_clip_c: float | None = None
     """Dual-clip bound c > 1 for negative advantages (Ye et al. 2020; None: off)."""
+    # -- rollout correction: the sampler (behaviour) policy against the learner's
+    rollout_correction: str = dataclasses.field(
+        default="none", metadata={"choices": ROLLOUT_CORRECTIONS.names()}
+    )
+    """Importance weights for the sampler-learner mismatch (see
+    jaxrl/objectives/rollout_correction.py): none, token_tis, seq_tis, token_mis, seq_mis
+    or geo_mis."""
+    rollout_is_cap: float = 2.0
+    """Truncation cap C >= 1 of token_tis and seq_tis."""
+    rollout_mask_band: tuple[float, ...] = (0.5, 2.0)
+    """Ratios low,high (low <= 1 <= high) outside which token_mis, seq_mis and geo_mis
+    drop a token or row."""
+    sampler_dtype: str | None = None
+    """Compute dtype of the sampler's forward passes, with its own cast copy of the
+    parameters (e.g. bfloat16, as pods sample; None: the learner's `dtype`)."""
     kl: str = dataclasses.field(default="k3+", metadata={"choices": KL_ESTIMATORS.names()})
     """KL estimator to the reference policy: k1, k2, k3 or k3+ (see jaxrl/objectives/kl.py)."""
     kl_coef: float = 0.0
@@ -234,6 +254,11 @@ class LMRLConfig(LMConfig):
         cfg.check(self.eps_low >= 0, "eps_low", self.eps_low, ">= 0")
         cfg.check(self.eps_high >= 0, "eps_high", self.eps_high, ">= 0")
         validate_clip(self.policy_loss, self.eps_low, self.eps_high, self.dual_clip_c)
+        validate_rollout_correction(
+            self.rollout_correction, self.rollout_is_cap, self.rollout_mask_band
+        )
+        if self.sampler_dtype is not None:
+            cfg.check_choice(self, "sampler_dtype", SUPPORTED_DTYPES)
         for name in ("kl_coef", "ent_coef", "overlong_cache", "dynamic_sampling"):
             cfg.check(getattr(self, name) >= 0, name, getattr(self, name), ">= 0")
         cfg.check(
@@ -297,6 +322,10 @@ class RolloutAlgorithm(LMAlgorithm):
         self.steps_per_update = c.completions_per_update
         self.num_updates = c.num_updates
         self.batch_rows = c.completions_per_update
+        self.sampler_model = None  # the learner's model samples
+        if c.sampler_dtype is not None and c.sampler_dtype != self.model.config.dtype:
+            sampler_config = dataclasses.replace(self.model.config, dtype=c.sampler_dtype)
+            self.sampler_model = Transformer(sampler_config, remat=c.remat)
         self.reward = reward_blocks.make_reward(c.reward, self.task)
         self.prompt_len, answer_len = self._longest_prompt_and_answer()
         self.max_new_tokens = answer_len if c.max_new_tokens is None else c.max_new_tokens
@@ -397,7 +426,7 @@ class RolloutAlgorithm(LMAlgorithm):
         c = self.config
         key, k_sample = prng.split(state.key)
         params = self.model_params(state.params, state.base_params)
-        out = self.sample(
+        out = self.rollout_sample(
             params,
             prompts["tokens"],
             prompts["mask"],
@@ -417,6 +446,20 @@ class RolloutAlgorithm(LMAlgorithm):
             **self.rescore(state, params, tokens, mask),
         }
         return state.replace(key=key), jax.tree.map(jax.lax.stop_gradient, collected)
+
+    def rollout_sample(self, params: Any, tokens, mask, key, **kwargs: Any) -> Any:
+        """`sample` for training rollouts: by the learner's model, or with `sampler_dtype`
+        by a copy in that compute dtype whose parameters are cast to it first (as a pod's
+        sampler holds bfloat16 weights; half the bytes read per decoded token). Its
+        `logprobs` are then the behaviour policy's, which `rollout_correction` weighs
+        against the learner's. Held-out evaluation samples with the learner's model."""
+        if self.sampler_model is None:
+            return self.sample(params, tokens, mask, key, **kwargs)
+        dtype = jnp.dtype(self.config.sampler_dtype)
+        cast = jax.tree.map(
+            lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x, params
+        )
+        return self.sample(cast, tokens, mask, key, model=self.sampler_model, **kwargs)
 
     def rescore(self, state: Any, params: Any, tokens, mask) -> dict[str, jax.Array]:
         """The completions of rows `tokens` under the policy `params` that sampled them:
@@ -616,6 +659,9 @@ class RolloutAlgorithm(LMAlgorithm):
         )
         loss_tokens = jnp.sum(batch["loss_mask"])
         stats.update({k: TokenMean.of(v, loss_tokens) for k, v in diagnostics.items()})
+        if self.measures_rollout_mismatch:
+            per_token, correction_stats = self.rollout_correction(per_token, old_logp, batch)
+            stats.update(correction_stats)
         if self.uses_reference:
             kl = kl_estimate(logp, batch["ref_logp"], c.kl, old_logp)
             stats["kl"] = TokenMean.over(jax.lax.stop_gradient(kl), cmask)
@@ -629,6 +675,44 @@ class RolloutAlgorithm(LMAlgorithm):
         stats["entropy"] = TokenMean.over(jax.lax.stop_gradient(entropy), cmask)
         stats["loss"] = loss
         return loss, stats
+
+    @property
+    def measures_rollout_mismatch(self) -> bool:
+        """Whether the loss weighs or measures the sampler-learner mismatch: with a
+        `rollout_correction`, or a sampler in another dtype than the learner (whose
+        mismatch the `rollout_*` metrics then show even uncorrected)."""
+        c = self.config
+        return c.rollout_correction != "none" or (
+            c.sampler_dtype is not None and c.sampler_dtype != c.dtype
+        )
+
+    def rollout_correction(
+        self, per_token: jax.Array, proximal_logp: jax.Array, batch: dict[str, jax.Array]
+    ) -> tuple[jax.Array, dict[str, TokenMean]]:
+        """The per-token policy loss weighted by `rollout_correction` (the learner's
+        `proximal_logp` against the sampler's `sampler_logp`), and the mismatch metrics
+        over the loss's tokens: `rollout_ratio` (mean pi_prox / pi_behav),
+        `rollout_corrected` (fraction truncated or masked) and `rollout_kl` (k3 of
+        KL(pi_behav || pi_prox)). See jaxrl/objectives/rollout_correction.py."""
+        c, mask = self.config, batch["loss_mask"]
+        weights, changed = rollout_weights(
+            c.rollout_correction,
+            proximal_logp,
+            batch["sampler_logp"],
+            mask,
+            c.rollout_is_cap,
+            tuple(c.rollout_mask_band),
+        )
+        measured = rollout_metrics(proximal_logp, batch["sampler_logp"], mask)
+        tokens = jnp.sum(mask.astype(jnp.float32))
+        stats = {
+            "rollout_ratio": TokenMean(jnp.sum(measured["ratio"]), tokens),
+            "rollout_kl": TokenMean(jnp.sum(measured["kl"]), tokens),
+            "rollout_corrected": TokenMean(jnp.sum(changed), tokens),
+        }
+        if c.rollout_correction == "none":
+            return per_token, stats
+        return per_token * weights, stats
 
     def update_metrics(
         self, batch: dict[str, jax.Array], cmask: jax.Array, metrics: dict, hp: Any, lr_scale

@@ -13,6 +13,8 @@ flags); config validation, CLI choices and error messages read the keys from the
   seq_mean_token_sum_norm), `loss_normaliser`, `aggregate_loss`, `masked_token_mean`.
 - `kl`: `KL_ESTIMATORS` (`kl`: k1, k2, k3, k3+), `kl_estimate`, `kl_penalised_rewards`.
 - `entropy`: `entropy_bonus`, `high_entropy_mask`.
+- `rollout_correction`: `ROLLOUT_CORRECTIONS` (`rollout_correction`: none, token_tis,
+  seq_tis, token_mis, seq_mis, geo_mis), `rollout_weights`, `rollout_metrics`.
 - `shaping`: DAPO's `overlong_penalty`.
 - `value`: `explained_variance` of a critic.
 
@@ -53,6 +55,12 @@ from .entropy import entropy_bonus, high_entropy_mask
 from .kl import KL_ESTIMATORS, kl_estimate, kl_penalised_rewards
 from .policy_losses import POLICY_LOSSES, cispo, clipped_surrogate, gspo, policy_loss, validate_clip
 from .registry import Registry
+from .rollout_correction import (
+    ROLLOUT_CORRECTIONS,
+    rollout_metrics,
+    rollout_weights,
+    validate_rollout_correction,
+)
 from .shaping import overlong_penalty
 from .value import explained_variance
 
@@ -63,6 +71,7 @@ __all__ = [
     "KL_ESTIMATORS",
     "LOSS_AGGREGATIONS",
     "POLICY_LOSSES",
+    "ROLLOUT_CORRECTIONS",
     "Registry",
     "aggregate_loss",
     "cispo",
@@ -88,8 +97,11 @@ __all__ = [
     "reinforce_pp_advantages",
     "reward_to_go",
     "rloo_advantages",
+    "rollout_metrics",
+    "rollout_weights",
     "sequence_scores",
     "validate_advantage",
     "validate_clip",
+    "validate_rollout_correction",
     "zero_advantage_group_fraction",
 ]

@@ -287,7 +287,7 @@ class MultiTurnGRPO(RolloutAlgorithm):
 
     def _sample_turn(self, params, tokens, mask, key) -> dict[str, jax.Array]:
         """`generate` one turn (at most T tokens, eos ends it) after each row's context."""
-        out = self.sample(
+        out = self.rollout_sample(
             params,
             tokens,
             mask,
