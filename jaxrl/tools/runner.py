@@ -1,0 +1,140 @@
+"""Runs the model's tool calls so that no call can hurt the trainer.
+
+The model chooses a call's arguments, so a call may raise, hang, allocate without end,
+return something that is not text, or return a million characters; it may name a tool
+that does not exist or pass arguments the tool does not take. `ToolRunner.run` answers
+every such call with a `ToolResult` whose `text` is what the model reads next (an error
+message for a failed call, with `ok=False`), and the trainer goes on:
+
+- arguments are checked against the tool's schema before anything runs;
+- each call runs in its own process, forked by the runner's tool server
+  (`jaxrl/tools/_server.py`: never a fork of the trainer, whose threads XLA owns), with
+  an address-space limit (`memory_mb` more than it holds when forked), and is killed,
+  with its process group, at its `timeout`;
+- the result is made text in that process (a string as it is, else JSON, else `repr`)
+  and cut to `output_chars` there, so a huge result never crosses to the trainer.
+
+Tool functions must be importable (module-level functions, or instances of module-level
+classes): the server imports them by name. Code the model writes runs in
+`jaxrl.rewards.sandbox` (the `python` tool), which isolates much more than this runner
+does: this runner protects the trainer from a tool's failures, not the machine from a
+hostile tool.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from jaxrl.config import ConfigError
+
+from . import _server
+from .calls import MalformedCall, ToolCall
+from .schema import Tool
+
+
+@dataclasses.dataclass(frozen=True)
+class ToolResult:
+    """What the model reads after a call (`text`), whether the call succeeded (`ok`),
+    and how long it took."""
+
+    text: str
+    ok: bool
+    seconds: float
+
+
+class ToolRunner:
+    """Runs parsed calls (`jaxrl.tools.calls`) against `tools` (see the module docstring).
+
+    `memory_mb` bounds each call's address space."""
+
+    def __init__(self, tools: Sequence[Tool], memory_mb: int = 1024):
+        names = [tool.name for tool in tools]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"invalid tools: names must be unique, got {names}")
+        for tool in tools:
+            try:
+                pickle.dumps(tool.function)
+            except (pickle.PicklingError, AttributeError, TypeError):
+                raise ConfigError(
+                    f"invalid tool {tool.name}: its function must be importable (a "
+                    "module-level function, not a lambda or a closure): calls run in a "
+                    "worker process that imports it"
+                ) from None
+        if memory_mb < 64:
+            raise ConfigError(f"invalid memory_mb={memory_mb}: must be >= 64")
+        self.tools = {tool.name: tool for tool in tools}
+        self.memory_mb = memory_mb
+        self._server: subprocess.Popen | None = None
+        self._lock = threading.Lock()  # one call at a time on the server's pipe
+
+    @property
+    def positional(self) -> dict[str, list[str]]:
+        """Each tool's parameter names in order (the `plain` call format binds to them)."""
+        return {
+            name: list(tool.schema["parameters"]["properties"]) for name, tool in self.tools.items()
+        }
+
+    def run(self, call: ToolCall | MalformedCall) -> ToolResult:
+        """The result the model reads for `call` (never raises for the call's sake)."""
+        start = time.perf_counter()
+        if isinstance(call, MalformedCall):
+            return ToolResult(f"error: {call.error}", False, 0.0)
+        tool = self.tools.get(call.name)
+        if tool is None:
+            return ToolResult(
+                f"error: unknown tool {call.name!r}; available: {sorted(self.tools)}", False, 0.0
+            )
+        problem = tool.check_arguments(call.arguments)
+        if problem:
+            return ToolResult(f"error: {problem}", False, 0.0)
+        ok, text = self._call(tool, call.arguments)
+        return ToolResult(text, ok, time.perf_counter() - start)
+
+    def _call(self, tool: Tool, arguments: dict[str, Any]) -> tuple[bool, str]:
+        request = pickle.dumps(
+            (tool.function, arguments, tool.output_chars, self.memory_mb, tool.timeout)
+        )
+        with self._lock:
+            for attempt in range(2):  # a server that died is started again, once
+                server = self._ensure_server()
+                try:
+                    _server.send(server.stdin, request)
+                    return _server.receive(server.stdout)
+                except (EOFError, BrokenPipeError, OSError):
+                    self.close()
+                    if attempt:
+                        raise RuntimeError("the tool server stopped twice in a row") from None
+        raise AssertionError("unreachable")
+
+    def _ensure_server(self) -> subprocess.Popen:
+        if self._server is None or self._server.poll() is not None:
+            self._server = subprocess.Popen(
+                [sys.executable, _server.__file__],  # by path: no package import first
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+            )
+            _server.send(self._server.stdin, list(sys.path))
+        return self._server
+
+    def close(self) -> None:
+        """Stops the tool server (a later call starts a new one)."""
+        if getattr(self, "_server", None) is not None:
+            self._server.kill()
+            self._server.wait()
+            self._server = None
+
+    def __enter__(self) -> ToolRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
