@@ -84,8 +84,8 @@ class LMConfig:
 
     # -- data
     task: str = "addition"
-    """Task: addition, countdown, strings, jsonl:PATH, or the multi-turn addition_retry
-    and guess (see `jaxrl/tasks/`)."""
+    """Task: addition, multiply, countdown, strings, jsonl:PATH, or the multi-turn
+    addition_retry, guess and tool_multiply (with a calculator; see `jaxrl/tasks/`)."""
     digits: int = 3
     """Addition: digits of each operand (the difficulty knob)."""
     numbers: int = 3

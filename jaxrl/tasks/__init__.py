@@ -31,7 +31,9 @@ _TASKS = {
     "countdown": "jaxrl.tasks.countdown",
     "guess": "jaxrl.tasks.guess",
     "jsonl": "jaxrl.tasks.jsonl",
+    "multiply": "jaxrl.tasks.multiply",
     "strings": "jaxrl.tasks.strings",
+    "tool_multiply": "jaxrl.tasks.tool_use",
 }
 
 

@@ -6,8 +6,8 @@ warm-start on its (prompt, answer) pairs) with a turn protocol on top, in text:
     history = [task.reset(example)]                        # the first prompt
     for turn in range(task.max_turns):
         reply = <the model's turn: text up to its stop (eos) token>
-        feedback, reward = task.turn(example, history, reply)
-        history += [reply]
+        feedback, reward, reply_end = task.turn(example, history, reply)
+        history += [reply[:reply_end]]                     # all of it, or up to a tool call
         if feedback is None: break                         # the episode is over
         history += [feedback]                              # the environment's text
 
@@ -54,6 +54,8 @@ class Turn(NamedTuple):
 
     feedback: str | None  # text appended after the model's turn; None ends the episode
     reward: float  # this turn's reward
+    reply_end: int | None = None  # characters of the reply kept (None: all): a tool call
+    # ends the turn where it ends; what the model wrote after it is dropped
 
 
 class Episode(NamedTuple):
@@ -95,14 +97,19 @@ class MultiTurnTask(Task):
 
     def turn(self, example: Example, history: Sequence[str], reply: str) -> Turn:
         """`step` with the turn cap: the episode ends after the `max_turns`-th reply."""
-        feedback, reward = self.step(example, history, reply)
+        feedback, reward, reply_end = Turn(*self.step(example, history, reply))
         if feedback is not None and not isinstance(feedback, str):
             raise TypeError(
                 f"{type(self).__name__}.step returned feedback {feedback!r}: a str or None"
             )
+        if reply_end is not None and not 0 <= reply_end <= len(reply):
+            raise ValueError(
+                f"{type(self).__name__}.step returned reply_end={reply_end} for a reply of "
+                f"{len(reply)} characters"
+            )
         if len(history) // 2 + 1 >= self.max_turns:
             feedback = None
-        return Turn(feedback, float(reward))
+        return Turn(feedback, float(reward), reply_end)
 
 
 def play(task: MultiTurnTask, example: Example, policy: Callable[[str], str]) -> Episode:
@@ -111,8 +118,8 @@ def play(task: MultiTurnTask, example: Example, policy: Callable[[str], str]) ->
     history, rewards = [task.reset(example)], []
     while True:
         reply = policy("".join(history))
-        feedback, reward = task.turn(example, history, reply)
-        history.append(reply)
+        feedback, reward, reply_end = task.turn(example, history, reply)
+        history.append(reply if reply_end is None else reply[:reply_end])
         rewards.append(reward)
         if feedback is None:
             return Episode(history, rewards)

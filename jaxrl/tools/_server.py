@@ -60,9 +60,11 @@ def as_text(value: Any) -> str:
 
 
 def cut(text: str, limit: int) -> str:
+    """`text`, or its start and a note of the rest, in at most `limit` characters."""
     if len(text) <= limit:
         return text
-    return text[:limit] + f"... [{len(text) - limit} more characters cut]"
+    note = f"... [{len(text)} characters, cut]"
+    return (text[: max(0, limit - len(note))] + note)[:limit]
 
 
 def _address_space() -> int:

@@ -12,7 +12,8 @@ message for a failed call, with `ok=False`), and the trainer goes on:
   an address-space limit (`memory_mb` more than it holds when forked), and is killed,
   with its process group, at its `timeout`;
 - the result is made text in that process (a string as it is, else JSON, else `repr`)
-  and cut to `output_chars` there, so a huge result never crosses to the trainer.
+  and cut to `output_chars` there (a note of the cut included), so a huge result never
+  crosses to the trainer.
 
 Tool functions must be importable (module-level functions, or instances of module-level
 classes): the server imports them by name. Code the model writes runs in

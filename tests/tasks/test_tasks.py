@@ -17,7 +17,7 @@ def test_unknown_task_lists_the_available_ones():
     with pytest.raises(
         ConfigError,
         match=r"task='nosuch'.*available: addition, addition_retry, countdown, guess, "
-        r"jsonl:PATH, strings",
+        r"jsonl:PATH, multiply, strings, tool_multiply",
     ):
         make_task("nosuch")
 
@@ -30,9 +30,27 @@ def test_unknown_option_names_the_allowed_ones():
 
 
 def test_registry_names_and_knobs():
-    assert names() == ["addition", "addition_retry", "countdown", "guess", "jsonl", "strings"]
+    assert names() == [
+        "addition",
+        "addition_retry",
+        "countdown",
+        "guess",
+        "jsonl",
+        "multiply",
+        "strings",
+        "tool_multiply",
+    ]
     assert knobs("addition") == {"digits": 3, "num_eval": 256, "split_seed": 0}
     assert knobs("jsonl:any/path.jsonl") == {"num_eval": 256, "split_seed": 0}
+
+
+def test_the_task_flags_help_names_every_task():
+    """`--task`'s help is the LM configs' `task` docstring: it must not fall behind."""
+    from jaxrl.algorithms.lm_common import LMConfig
+    from jaxrl.config import field_docs
+
+    doc = field_docs(LMConfig)["task"]
+    assert all(name in doc for name in names()), doc
 
 
 def test_exact_match_strips_whitespace_only():

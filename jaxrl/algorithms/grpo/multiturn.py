@@ -131,11 +131,15 @@ def add_turn(
             continue
         keep = turn["completion_mask"][i]
         ids = turn["tokens"][i][keep].tolist()
+        logp = turn["sampler_logp"][i][keep].tolist()
         reply = tokenizer.decode(ids)  # drops the eos
-        feedback, reward = task.turn(row.example, row.history, reply)
+        feedback, reward, reply_end = task.turn(row.example, row.history, reply)
+        if reply_end is not None:  # a tool call ended the turn: drop what came after it
+            kept = tokens_covering(tokenizer, ids, reply_end)
+            ids, logp, reply = ids[:kept], logp[:kept], reply[:reply_end]
         row.tokens += ids
         row.model += [True] * len(ids)
-        row.sampler_logp += turn["sampler_logp"][i][keep].tolist()
+        row.sampler_logp += logp
         row.token_rewards += [0.0] * len(ids)
         if ids:
             row.token_rewards[-1] = reward
@@ -156,6 +160,15 @@ def add_turn(
         row.sampler_logp += [0.0] * len(feedback_ids)
         row.token_rewards += [0.0] * len(feedback_ids)
         row.history.append(feedback)
+
+
+def tokens_covering(tokenizer: Tokenizer, ids: Sequence[int], chars: int) -> int:
+    """The fewest leading tokens of `ids` whose text holds the first `chars` characters
+    of their decoding (a character tokenizer: `chars`)."""
+    for n in range(len(ids) + 1):
+        if len(tokenizer.decode(ids[:n])) >= chars:
+            return n
+    return len(ids)
 
 
 def contexts(rows: Sequence[EpisodeRow], length: int, pad_id: int) -> tuple[Any, Any]:

@@ -1,0 +1,125 @@
+"""Tool use as a multi-turn task: the model may call tools before it answers.
+
+`ToolUse(task, tools)` plays any single-turn task with tools. Each model turn either
+holds a tool call, in the `plain` (`<<calculator("1234*567")>>`) or `hermes` format
+(`jaxrl.tools.calls`), or is the answer:
+
+- a call: the turn is cut where the call ends (what the model wrote after it is
+  dropped: never shown to it again, never learned from), the call runs
+  (`jaxrl.tools.ToolRunner`), and its result comes back as feedback, `=<result>\\n`
+  (`plain`) or `<tool_response>\\n<result>\\n</tool_response>\\n` (`hermes`); the turn's
+  reward is 0, or `-malformed_penalty` when the call was malformed or failed;
+- the answer: the episode ends with reward 1 if it is correct (the task's
+  `is_correct`), else 0.
+
+At most `max_calls` calls: the turn after the last one must be the answer (the turn cap
+ends the episode). `longest_call` is the longest call a turn must hold (the algorithm
+sizes a turn's token budget from it and the answers). An example's prompt and answer are
+the wrapped task's, so SFT on them teaches to answer without tools; demonstrations with
+calls are `demonstration`.
+
+Registered as `tool_multiply`: a `digits`-digit number times a (`digits` - 1)-digit
+one (4 x 3 by default), with a calculator. A small model cannot multiply such numbers
+in its head; with the calculator it needs only to write the call and copy the result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from jaxrl.config import ConfigError
+from jaxrl.tools import MalformedCall, Tool, ToolRunner, calculator, parse_tool_calls
+from jaxrl.tools.calls import call_format
+
+from .base import Example, Task
+from .multiturn import MultiTurnTask, Turn
+
+KNOBS = {"digits": 4, "num_eval": 256, "split_seed": 0}
+MULTI_TURN = True
+
+
+class ToolUse(MultiTurnTask):
+    """Any task, played with tools (see the module docstring)."""
+
+    def __init__(
+        self,
+        task: Task,
+        tools: Sequence[Tool],
+        format: str = "plain",
+        max_calls: int = 1,
+        malformed_penalty: float = 0.0,
+        longest_call: str = "",
+    ) -> None:
+        self.fmt = call_format(format)
+        if not (isinstance(max_calls, int) and max_calls >= 1):
+            raise ConfigError(f"invalid max_calls={max_calls!r}: must be an integer >= 1")
+        if not malformed_penalty >= 0:
+            raise ConfigError(f"invalid malformed_penalty={malformed_penalty!r}: must be >= 0")
+        self.task, self.tools = task, list(tools)
+        self.runner = ToolRunner(self.tools)
+        self.max_calls, self.malformed_penalty = max_calls, malformed_penalty
+        self.longest_call = longest_call
+        self.max_turns = max_calls + 1
+        self.name = f"{getattr(task, 'name', type(task).__name__)}+tools"
+
+    # -- the wrapped task
+    @property
+    def alphabet(self) -> str:
+        calls = self.fmt.start + self.fmt.end + "()\"'=,_ \n" + "".join(t.name for t in self.tools)
+        feedback = "".join(self.feedback("x"))
+        return "".join(sorted(set(self.task.alphabet + calls + feedback)))
+
+    def sample_train(self, rng: np.random.Generator, n: int) -> list[Example]:
+        return self.task.sample_train(rng, n)
+
+    def eval_examples(self) -> list[Example]:
+        return self.task.eval_examples()
+
+    def longest_examples(self) -> Sequence[Example]:
+        """The wrapped task's, with the longest call as a reply too (a turn's token
+        budget must hold a call as well as an answer)."""
+        examples = list(self.task.longest_examples())
+        return examples + [Example(e.prompt, self.longest_call) for e in examples]
+
+    def is_correct(self, completion: str, answer: str) -> bool:
+        return self.task.is_correct(completion, answer)
+
+    # -- the turns
+    def feedback(self, result: str) -> str:
+        """The text after a call: its result in the format's wrapper."""
+        if self.fmt.name == "hermes":
+            return f"<tool_response>\n{result}\n</tool_response>\n"
+        return f"={result}\n"
+
+    def step(self, example: Example, history: Sequence[str], reply: str) -> Turn:
+        calls = parse_tool_calls(reply, self.fmt.name, self.runner.positional)
+        if not calls:
+            return Turn(None, float(self.is_correct(reply, example.answer)))
+        call = calls[0]
+        result = self.runner.run(call)
+        failed = isinstance(call, MalformedCall) or not result.ok
+        reward = -self.malformed_penalty if failed else 0.0
+        return Turn(self.feedback(result.text), reward, reply_end=call.span[1])
+
+    def longest_feedback(self) -> Sequence[str]:
+        return [self.feedback("x" * max(tool.output_chars for tool in self.tools))]
+
+    def demonstration(self, example: Example, call: str, result: str) -> str:
+        """A full episode's text after the prompt, for SFT on tool use: the call, its
+        feedback, and the answer."""
+        return f"{self.fmt.start}{call}{self.fmt.end}{self.feedback(result)}{example.answer}"
+
+
+def make(arg: str | None, **knobs: int) -> ToolUse:
+    """`tool_multiply`: multiplication with a calculator; knobs `digits` (of the first
+    factor; the second has one fewer), `num_eval`, `split_seed`."""
+    from .multiply import Multiply
+
+    if arg is not None:
+        raise ConfigError(f"invalid task='tool_multiply:{arg}': it takes no ':' argument")
+    task = Multiply(**knobs)
+    tools = [Tool.from_function(calculator, output_chars=32)]
+    operands = task.longest_examples()[0].prompt.rstrip("=")
+    return ToolUse(task, tools, format="plain", longest_call=f'<<calculator("{operands}")>>')

@@ -1,0 +1,143 @@
+"""Tool use as a multi-turn task (issue 33): a call ends the model's turn where it ends,
+the tool's result is the feedback, the answer ends the episode; the `multiply` task
+behind `tool_multiply`; and multi-turn GRPO playing it, with the turn cut in its rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from jaxrl import config as cfg
+from jaxrl.algorithms import grpo
+from jaxrl.algorithms.grpo import multiturn as mt
+from jaxrl.config import ConfigError
+from jaxrl.tasks import Example, make_task
+from jaxrl.tasks.multiturn import play
+from jaxrl.tasks.tool_use import ToolUse
+from jaxrl.tools import Tool, calculator
+
+EXAMPLE = Example("1234*567=", "699678")
+
+
+@pytest.fixture(scope="module")
+def task():
+    return make_task("tool_multiply", digits=4, num_eval=8)
+
+
+def scripted(*replies: str):
+    """A policy that says `replies` in order."""
+    queue = list(replies)
+    return lambda context: queue.pop(0)
+
+
+def test_a_call_is_cut_where_it_ends_and_its_result_comes_back(task):
+    episode = play(task, EXAMPLE, scripted('<<calculator("1234*567")>> and more', "699678"))
+    assert episode.history == [
+        "1234*567=",
+        '<<calculator("1234*567")>>',  # what followed the call is dropped
+        "=699678\n",
+        "699678",
+    ]
+    assert episode.rewards == [0.0, 1.0]
+    # The same episode as one text, for SFT on tool use.
+    demo = task.demonstration(EXAMPLE, 'calculator("1234*567")', "699678")
+    assert demo == "".join(episode.history[1:])
+
+
+def test_answering_without_a_call_is_scored_at_once(task):
+    assert play(task, EXAMPLE, scripted("699678")).rewards == [1.0]
+    assert play(task, EXAMPLE, scripted("699677")).rewards == [0.0]
+
+
+def test_bad_calls_are_answered_with_an_error_and_the_penalty():
+    tools = [Tool.from_function(calculator)]
+    inner = make_task("multiply", digits=2, num_eval=4)
+    strict = ToolUse(inner, tools, max_calls=2, malformed_penalty=0.5)
+    episode = play(strict, EXAMPLE, scripted("<<calculator(1234*567)>>", "<<nope()>>", "1"))
+    assert episode.history[2] == "=error: arguments must be literals (numbers, strings, lists)\n"
+    assert episode.history[4] == "=error: unknown tool 'nope'; available: ['calculator']\n"
+    assert episode.rewards == [-0.5, -0.5, 0.0]
+
+
+def test_calls_are_capped_the_turn_after_the_last_one_ends_the_episode(task):
+    call = '<<calculator("1+1")>>'
+    episode = play(task, EXAMPLE, scripted(call, call, "x"))
+    assert len(episode.rewards) == task.max_turns == 2  # max_calls=1, then the answer turn
+    assert episode.history[-1] == call  # cut, and the cap ended the episode
+    twice = ToolUse(task.task, task.tools, max_calls=2)
+    assert len(play(twice, EXAMPLE, scripted(call, call, "x")).rewards) == 3
+
+
+def test_bad_tool_options_name_the_field():
+    inner = make_task("multiply", digits=2, num_eval=4)
+    with pytest.raises(ConfigError, match="invalid max_calls=0"):
+        ToolUse(inner, [Tool.from_function(calculator)], max_calls=0)
+    with pytest.raises(ConfigError, match="invalid tool_format='xml'"):
+        ToolUse(inner, [Tool.from_function(calculator)], format="xml")
+
+
+def test_multiply_examples_are_products_with_a_disjoint_held_out_split():
+    task = make_task("multiply", digits=4, num_eval=64)
+    train = task.sample_train(np.random.default_rng(0), 256)
+    for example in train + task.eval_examples():
+        a, b = example.prompt.rstrip("=").split("*")
+        assert len(a) == 4 and len(b) == 3 and int(a) * int(b) == int(example.answer)
+    held = {e.prompt for e in task.eval_examples()}
+    assert len(held) == 64 and not held & {e.prompt for e in train}
+    assert task.longest_examples()[0] == Example("9999*999=", str(9999 * 999))
+
+
+# ---------------------------------------------------------------------- in multi-turn GRPO
+TINY = dict(
+    task="tool_multiply",
+    digits=2,
+    num_eval=4,
+    num_layers=1,
+    hidden_size=32,
+    num_heads=2,
+    num_kv_heads=2,
+    mlp_size=64,
+    num_prompts=2,
+    group_size=2,
+    total_steps=4,
+    eval_batch_size=8,
+    eval_samples=2,
+)
+
+
+def test_multi_turn_grpo_keeps_only_the_tokens_up_to_the_call():
+    algo = grpo.make(cfg.replace(grpo.default_config(), **TINY))
+    assert isinstance(algo, mt.MultiTurnGRPO) and algo.max_rounds == 2
+    assert algo.turn_tokens == len('<<calculator("99*9")>>') + 1  # the call and eos
+    tok = algo.tokenizer
+    rows = mt.start_episodes(algo.task, tok, [Example("12*3=", "36")], repeat=1)
+    reply = '<<calculator("12*3")>>zz'
+    ids = [*tok.encode(reply), tok.eos_id]
+    turn = {
+        "tokens": np.asarray([ids], np.int32),
+        "completion_mask": np.ones((1, len(ids)), bool),
+        "finished": np.ones(1, bool),
+        "sampler_logp": np.linspace(-1, -0.1, len(ids), dtype=np.float32)[None],
+    }
+    mt.add_turn(algo.task, tok, rows, turn, algo.feedback_len)
+    (row,) = rows
+    kept = len('<<calculator("12*3")>>')
+    call_ids = tok.encode(reply[:kept])
+    assert row.tokens[row.prompt_len :] == call_ids + tok.encode("=36\n")
+    assert row.model[row.prompt_len :] == [True] * kept + [False] * 4
+    np.testing.assert_array_equal(
+        row.sampler_logp[row.prompt_len : row.prompt_len + kept], turn["sampler_logp"][0, :kept]
+    )
+    assert row.history == ["12*3=", reply[:kept], "=36\n"]
+
+
+def test_multi_turn_grpo_trains_on_the_tool_task(tmp_path):
+    result = jaxrl_train(tmp_path)
+    assert result.summary["samples_per_agent"] == 4
+    assert 0.0 <= result.summary["pass@1_after"] <= 1.0
+
+
+def jaxrl_train(tmp_path):
+    import jaxrl
+
+    return jaxrl.train("grpo", **TINY, run_dir=str(tmp_path / "run"), progress=False)
