@@ -142,6 +142,7 @@ See docs/ARCHITECTURE.md for a worked example and which hooks each family uses.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import pathlib
 from collections.abc import Mapping, Sequence
@@ -365,8 +366,13 @@ class Algorithm:
         (`schedule_follows_total`), extending rescales it from the resume point on
         (an annealed learning rate rises again), so the user must say so with
         `reschedule=True` (`--reschedule`).
+
+        A field the saved config lacks was added to the algorithm after the run
+        started: the run trained as its default says (a new option is off by default),
+        so it is compared with that default.
         """
         now = cfg.to_dict(self.config)
+        saved_config = {**_field_defaults(self.config), **saved_config}
         diffs = cfg.field_diffs(saved_config, now, ignore=("total_steps",))
         saved_total, total = saved_config.get("total_steps"), now.get("total_steps")
         if saved_total is not None and total is not None and total < saved_total:
@@ -474,6 +480,21 @@ class EnvironmentAlgorithm(Algorithm):
     def evaluate(self, state: Any, key: jax.Array, num_episodes: int) -> dict[str, Any]:
         """`{"returns": (agents, num_episodes)}`: greedy episodes with `act`."""
         return {"returns": evaluate_policy(self, state, key, num_episodes)}
+
+
+def _field_defaults(config: Any) -> dict[str, Any]:
+    """The JSON values of a config dataclass's field defaults (fields without one are
+    left out)."""
+    defaults = {}
+    for field in dataclasses.fields(config):
+        if field.default is not dataclasses.MISSING:
+            value = field.default
+        elif field.default_factory is not dataclasses.MISSING:
+            value = field.default_factory()
+        else:
+            continue
+        defaults[field.name] = list(value) if isinstance(value, tuple) else value
+    return defaults
 
 
 def evaluate_policy(

@@ -40,3 +40,22 @@ def test_a_run_directory_from_before_the_redesign_resumes_to_its_fingerprint(
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     last = expected["checkpoints_before"][-1]
     assert [row["update"] for row in rows] == list(range(1, last + 1))  # no duplicated rows
+
+
+def test_a_config_field_added_after_the_run_started_resumes_at_its_default():
+    """A run saved before a field existed (here GRPO's rollout correction, added after
+    the legacy runs were made) resumes when the field keeps its default, and is refused,
+    naming the field, when it does not."""
+    from jaxrl import algorithms
+    from jaxrl import config as cfg
+
+    saved = json.loads((LEGACY / "grpo" / "config.json").read_text())["config"]
+    assert "rollout_correction" not in saved
+    entry = algorithms.get("grpo")
+    algo = entry.make(cfg.replace(entry.Config(), **saved).validate())
+    algo.check_resume(saved)
+    changed = entry.make(
+        cfg.replace(entry.Config(), **{**saved, "rollout_correction": "token_tis"}).validate()
+    )
+    with pytest.raises(cfg.ConfigError, match=r"rollout_correction: saved 'none', now 'token_tis'"):
+        changed.check_resume(saved)
