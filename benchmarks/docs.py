@@ -1,0 +1,352 @@
+"""The tables and figures of README.md, docs/ and benchmarks/README.md, from results files.
+
+A generated block sits between `<!-- results:NAME -->` and `<!-- /results:NAME -->`;
+`write_all()` (`python -m benchmarks.reproduce --write-docs`) rewrites every block from
+benchmarks/results/*.json and draws one learning-curve figure per family into
+docs/img/. tests/benchmarks/test_docs.py fails when a block differs from what the
+results files give, so a number in a table is always the one its file holds.
+
+A result measured on a busy machine (load average above 1.5 at the start) is marked
+with a dagger; one not measured at all says how to measure it.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+from collections.abc import Callable
+from typing import Any
+
+from benchmarks import registry
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+IMG = ROOT / "docs" / "img"
+LOADED = "†"
+BLOCK = re.compile(r"(<!-- results:([\w-]+) -->\n)(.*?)(<!-- /results:\2 -->)", re.S)
+FILES = ("README.md", "benchmarks/README.md", "docs/lm.md", "docs/ARCHITECTURE.md")
+
+
+def load(name: str) -> dict[str, Any] | None:
+    """The results file of `name`, or None when it has not been measured."""
+    path = RESULTS / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def number(x: float, unit: str = "return") -> str:
+    """A value at the precision its scale deserves (accuracies to 3 decimals)."""
+    if unit != "return":
+        return f"{x:+.3f}" if "gain" in unit else f"{x:.3f}"
+    if abs(x) >= 100:
+        return f"{x:.0f}"
+    return f"{x:.1f}" if abs(x) >= 10 else f"{x:.2f}"
+
+
+def _steps(entry: registry.Entry) -> str:
+    steps = entry.overrides.get("total_steps")
+    if steps is None and entry.algorithm and entry.env:
+        from jaxrl import algorithms
+
+        steps = algorithms.get(entry.algorithm).default_config(entry.env).total_steps
+    return f"{steps // 1000:,}k steps" if steps else ""
+
+
+def short(entry: registry.Entry, record: dict[str, Any]) -> str:
+    """One result in a few words: `IQM [low, high]` over n seeds, dagger if loaded."""
+    agg = record["aggregate"]
+    low, high = agg["iqm_ci95"]
+    u = entry.unit
+    mark = LOADED if record.get("loaded") else ""
+    return f"{number(agg['iqm'], u)} [{number(low, u)}, {number(high, u)}]{mark}"
+
+
+def _where(entry: registry.Entry) -> str:
+    if entry.env:
+        label = entry.env.removesuffix("-v1").removesuffix("-MinAtar")
+        if entry.env.endswith("MinAtar"):
+            label += "-MinAtar"
+        if entry.overrides.get("backbone"):
+            label += f" ({entry.overrides['backbone']})"
+        return label
+    return entry.name.replace("_", " ")
+
+
+def _missing(names: list[str]) -> str:
+    return (
+        "not yet measured at this commit: "
+        + ", ".join(f"`{n}`" for n in names)
+        + " (`python -m benchmarks.reproduce --only NAME`)"
+    )
+
+
+def learning_cell(names: list[str]) -> str:
+    """README's learning-result cell of one algorithm family."""
+    parts, missing = [], []
+    for name in names:
+        entry, record = registry.get(name), load(name)
+        if record is None or "aggregate" not in record:
+            missing.append(name)
+            continue
+        seeds = record["aggregate"]["n"]
+        budget = _steps(entry) if entry.env else ""
+        detail = ", ".join(x for x in (f"{seeds} seeds", budget) if x)
+        parts.append(f"{_where(entry)} {short(entry, record)} ({detail})")
+    if missing:
+        parts.append(_missing(missing))
+    return "; ".join(parts)
+
+
+# README's "What you can train": (algorithm, command, trains on, step, results)
+TRAIN_ROWS: tuple[tuple[str, str, str, str, list[str]], ...] = (
+    (
+        "PPO (discrete, Gaussian, tanh-squashed, recurrent GRU)",
+        "`jaxrl train ppo --env ENV`",
+        "every environment in `jaxrl envs`",
+        "fused",
+        ["ppo_cartpole", "ppo_acrobot", "ppo_pendulum", "ppo_cartpole_pomdp", "ppo_breakout"],
+    ),
+    (
+        "PQN (Q(lambda), LayerNorm, no replay)",
+        "`jaxrl train pqn --env ENV`",
+        "discrete actions",
+        "fused",
+        ["pqn_cartpole", "pqn_breakout"],
+    ),
+    (
+        "DQN (Double-Q, dueling, n-step, prioritised replay)",
+        "`jaxrl train dqn --env ENV`",
+        "discrete actions",
+        "fused",
+        ["dqn_cartpole", "dqn_breakout"],
+    ),
+    (
+        "C51 (distributional DQN)",
+        "`jaxrl train c51 --env ENV`",
+        "discrete actions",
+        "fused",
+        ["c51_cartpole"],
+    ),
+    (
+        "SAC (autotuned temperature)",
+        "`jaxrl train sac --env ENV`",
+        "continuous (Box) actions",
+        "fused",
+        ["sac_pendulum"],
+    ),
+    ("TD3", "`jaxrl train td3 --env ENV`", "continuous (Box) actions", "fused", ["td3_pendulum"]),
+    (
+        "Dreamer (DreamerV3-style world model; `--backbone gru\\|transformer\\|ssm`)",
+        "`jaxrl train dreamer --env ENV`",
+        "discrete and continuous actions, vector and image observations",
+        "fused",
+        [
+            "dreamer_cartpole_gru",
+            "dreamer_cartpole_transformer",
+            "dreamer_cartpole_ssm",
+            "dreamer_breakout",
+            "dreamer_spaceinvaders",
+            "dreamer_asterix",
+            "dreamer_freeway",
+        ],
+    ),
+    (
+        "SFT of a Llama-style LM (full or LoRA)",
+        "`jaxrl train sft --task addition`",
+        "in-process tasks, `jsonl:PATH`",
+        "staged",
+        ["sft_addition_default", "sft_addition_full"],
+    ),
+    (
+        "Preference optimisation: DPO, IPO, SimPO, Bradley-Terry reward models (full or LoRA)",
+        "`jaxrl train dpo --task addition --model RUN_DIR`, `--data pairs.jsonl`",
+        "(prompt, chosen, rejected) JSONL files; pairs made from in-process tasks",
+        "staged",
+        ["dpo_addition"],
+    ),
+    (
+        "GRPO family (GRPO, Dr. GRPO, RLOO, REINFORCE++; clip, GSPO, CISPO; KL, DAPO options)",
+        "`jaxrl train grpo --task addition --model RUN_DIR`",
+        "in-process tasks, `jsonl:PATH`, multi-turn episodes with environment feedback "
+        "(`--task guess`, `addition_retry`; docs/lm.md)",
+        "staged",
+        ["grpo_addition"],
+    ),
+    (
+        "PPO with a critic for LMs (separate value model, GAE, clipped value loss; GRPO's "
+        "losses and options)",
+        "`jaxrl train ppo-lm --task addition --model RUN_DIR`",
+        "in-process tasks, `jsonl:PATH`",
+        "staged",
+        ["ppo_lm_addition"],
+    ),
+)
+
+
+def what_you_can_train() -> str:
+    lines = [
+        "| algorithm | command | on | step | learning result: IQM [95% CI] over seeds "
+        "(benchmarks/README.md) |",
+        "|---|---|---|---|---|",
+    ]
+    for algorithm, command, on, step, names in TRAIN_ROWS:
+        lines.append(f"| {algorithm} | {command} | {on} | {step} | {learning_cell(names)} |")
+    lines.append("")
+    lines.append(
+        f"{LOADED} measured on a busy machine (load average above 1.5): a learning result "
+        "is still the code's, its wall time is not."
+    )
+    return "\n".join(lines)
+
+
+def suite_duration() -> str:
+    record = load("default_suite_duration")
+    if record is None:
+        return (
+            "How long the default tests take here: not measured yet "
+            "(`python -m benchmarks.reproduce --only default_suite_duration` on a quiet "
+            "machine)."
+        )
+    minutes = record["per_seed"][0] / 60
+    mark = LOADED if record.get("loaded") else ""
+    return (
+        f"The default tests took {minutes:.0f} minutes{mark} on {record['cores']} cores of "
+        f"an {record['cpu']} (commit {record['commit'][:7]}, "
+        f"`benchmarks/results/default_suite_duration.json`)."
+    )
+
+
+def learning_table(names: list[str]) -> str:
+    """benchmarks/README.md's table of some learning results, with provenance."""
+    lines = [
+        "| result | IQM [95% CI] | mean ± std | seeds | budget | wall | commit, load |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name in names:
+        entry, record = registry.get(name), load(name)
+        if record is None:
+            lines.append(f"| `{name}` | not measured yet | | {entry.seeds} | | | |")
+            continue
+        agg, u = record["aggregate"], entry.unit
+        mark = LOADED if record.get("loaded") else ""
+        lines.append(
+            f"| `{name}` | {short(entry, record)} | {number(agg['mean'], u)} ± "
+            f"{number(agg['std'], u).lstrip('+')} | {agg['n']} | {_steps(entry) or '-'} | "
+            f"{record['wall_seconds'] / 60:.1f} min | {record['commit'][:7]}, "
+            f"{record['load_average_at_start'][0]:.1f}{mark} |"
+        )
+    return "\n".join(lines)
+
+
+def speed_table() -> str:
+    """The speed results: what each measures against which peer, and when."""
+    lines = [
+        "| result | measures | peer | commit, date, load at start | file |",
+        "|---|---|---|---|---|",
+    ]
+    for entry in registry.ENTRIES:
+        if entry.kind != "speed":
+            continue
+        record = load(entry.name)
+        if record is None:
+            when = "not measured yet"
+        else:
+            load_avg = record.get("load_average_at_start")
+            shown = f"{load_avg[0]:.1f}" if load_avg else "not recorded"
+            mark = LOADED if record.get("loaded") in (True, None) else ""
+            when = f"{str(record['commit'])[:7]}, {record['date'][:10]}, {shown}{mark}"
+        lines.append(
+            f"| `{entry.name}` | {entry.measures} | {entry.peer} | {when} | "
+            f"[{entry.name}.json](results/{entry.name}.json) |"
+        )
+    lines.append("")
+    lines.append(
+        f"{LOADED} measured on a busy machine or without a recorded load: a ratio to its "
+        "peer measured in the same run still says something, absolute speeds do not."
+    )
+    return "\n".join(lines)
+
+
+def figures_block() -> str:
+    """README's learning-curve figures: one per family with curves in its results."""
+    names = sorted(p.stem for p in IMG.glob("learning_*.png")) if IMG.exists() else []
+    if not names:
+        return "No learning-curve figure yet (`python -m benchmarks.reproduce --write-docs`)."
+    return "\n".join(f"![{n}](docs/img/{n}.png)" for n in names)
+
+
+def _family_names(family: str) -> list[str]:
+    return [e.name for e in registry.ENTRIES if e.kind == "learning" and e.family == family]
+
+
+BLOCKS: dict[str, Callable[[], str]] = {
+    "what-you-can-train": what_you_can_train,
+    "default-suite-duration": suite_duration,
+    "speed": speed_table,
+    "figures": figures_block,
+    **{
+        f"learning-{family}": (lambda family=family: learning_table(_family_names(family)))
+        for family in ("ppo", "pqn", "dqn", "c51", "sac", "td3", "dreamer")
+        + ("sft", "dpo", "grpo", "ppo-lm")
+    },
+}
+
+
+def render(text: str) -> str:
+    """`text` with every generated block rewritten from the results files."""
+
+    def block(match: re.Match[str]) -> str:
+        name = match.group(2)
+        if name not in BLOCKS:
+            raise KeyError(f"unknown generated block {name!r}; known: {sorted(BLOCKS)}")
+        return f"{match.group(1)}{BLOCKS[name]()}\n{match.group(4)}"
+
+    return BLOCK.sub(block, text)
+
+
+def draw_figures() -> list[pathlib.Path]:
+    """One learning-curve figure per family from the curves kept in its results files:
+    the mean over seeds of the episode return against environment steps, one line per
+    result."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    IMG.mkdir(parents=True, exist_ok=True)
+    written = []
+    families = sorted({e.family for e in registry.ENTRIES if e.kind == "learning" and e.family})
+    for family in families:
+        curves = [
+            (name, record["curve"])
+            for name in _family_names(family)
+            if (record := load(name)) and record.get("curve")
+        ]
+        if not curves:
+            continue
+        fig, ax = plt.subplots(figsize=(5, 3.2))
+        for name, curve in curves:
+            ax.plot(curve["env_steps"], curve["episode_return"], label=name)
+        ax.set_xlabel("environment steps per seed")
+        ax.set_ylabel("episode return (mean over seeds)")
+        ax.set_title(f"{family}: learning curves (benchmarks/results)")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        path = IMG / f"learning_{family}.png"
+        fig.savefig(path, dpi=90, metadata={"Software": None})
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def write_all() -> None:
+    """Draws the figures, then rewrites every generated block in FILES."""
+    for path in draw_figures():
+        print(f"wrote {path.relative_to(ROOT)}")
+    for name in FILES:
+        path = ROOT / name
+        text = path.read_text()
+        new = render(text)
+        if new != text:
+            path.write_text(new)
+            print(f"rewrote the generated blocks of {name}")
