@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import pathlib
+import sys
 
 import pytest
 
 from jaxrl import config as cfg
 from jaxrl.algorithms import sft
 from jaxrl.training.driver import RunConfig, train
+
+# The learning tests read their budgets from benchmarks/registry.py (the published results'
+# configurations), so the repository root must be importable.
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
 
 def _sft_run(tmp_path_factory, name: str, **overrides) -> pathlib.Path:

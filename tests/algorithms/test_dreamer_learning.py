@@ -4,7 +4,7 @@ The final return is `summary["final_return_mean"]`: the training episodes (the
 policy samples its actions) of the last 10% of updates. The short CartPole run is
 `-m slow` (CI): a reduced budget with a threshold clearly above a random policy
 (about 22 on CartPole-v1). The issue's targets, 100k steps per backbone and a
-MinAtar game, are `-m full`; measured results are in benchmarks/README.md
+MinAtar game, are `-m full`; measured results are in benchmarks/notes/2026-11-27-control-learning.md
 ("Dreamer learning").
 """
 

@@ -135,3 +135,26 @@ def test_learning_entries_have_enough_seeds() -> None:
     for entry in registry.ENTRIES:
         if entry.kind == "learning":
             assert entry.seeds >= (3 if entry.minutes / entry.seeds > 30 else 5), entry.name
+
+
+# A measurement in prose: a decimal, a ratio ("2.5x"), a percentage or a duration.
+MEASUREMENT = re.compile(
+    r"(?<![\w.])\d+(?:\.\d+)(?![\w.])|\b\d+(?:\.\d+)?x\b|\b\d+(?:\.\d+)?%"
+    r"|\b\d+(?:\.\d+)? ?(?:s|ms|min|minutes|seconds|hours|CPU-minutes)\b"
+)
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb")))
+def test_notebook_prose_states_no_measurement(name: str) -> None:
+    """A number a notebook reports is printed by one of its cells (from the run it just
+    did, or from a results file), never typed into its text where it goes stale."""
+    cells = json.loads((ROOT / "notebooks" / name).read_text())["cells"]
+    found = [
+        f"{m.group(0)!r}: {line.strip()}"
+        for cell in cells
+        if cell["cell_type"] == "markdown"
+        for line in _prose("".join(cell["source"])).splitlines()
+        for m in [MEASUREMENT.search(line)]
+        if m
+    ]
+    assert not found, f"{name} states measurements in its text:\n" + "\n".join(found)
