@@ -82,7 +82,7 @@ def provenance() -> dict[str, Any]:
         "cpu": cpu_model(),
         "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "load_average_at_start": [round(x, 2) for x in load],
-        "loaded": load[0] > QUIET_LOAD,
+        "loaded": round(load[0], 2) > QUIET_LOAD,
         "python": platform.python_version(),
         "packages": versions,
     }

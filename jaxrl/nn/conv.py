@@ -37,14 +37,14 @@ has the same parameters.
 `patch_conv` is `lax.conv_general_dilated` (NHWC, HWIO, any stride and padding) as
 patches + matmul, and `Conv` is flax's `nn.Conv` computed by it, the layer every network
 uses (MinAtar encoders of Dreamer, DQN and PQN): inside a loop, XLA's CPU convolution
-gradients are 10-80x slower than outside one, and a matmul's are not (see `patch_conv`).
+gradients are many times slower than outside one, and a matmul's are not (see `patch_conv`).
 
 Which form is fastest was measured by `benchmarks/dreamer_conv.py` (its numbers are in
 benchmarks/notes/2026-11-27-dreamer-throughput.md, "Dreamer throughput"); `FAST_POOL` and
 `FAST_UPSAMPLE` name the
 forms the networks use: the fastest inside a loop, where training runs them. Alone, the
 `s2d` and `subpixel` forms (plain convolutions over rearranged inputs) are as fast or
-faster; inside a loop their gradients slow down 10-80x like every XLA CPU convolution's,
+faster; inside a loop their gradients slow down like every XLA CPU convolution's,
 and the patch + matmul forms do not. `tests/nn/test_conv.py` checks that every form
 equals the `xla` form in values and in gradients.
 """

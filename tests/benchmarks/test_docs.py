@@ -158,3 +158,32 @@ def test_notebook_prose_states_no_measurement(name: str) -> None:
         if m
     ]
     assert not found, f"{name} states measurements in its text:\n" + "\n".join(found)
+
+
+def test_full_tier_warns_with_its_wall_time_before_it_starts(monkeypatch, capsys) -> None:
+    class Started(Exception):
+        pass
+
+    def measure(entry):
+        raise Started(entry.name)
+
+    monkeypatch.setattr(reproduce, "measure", measure)
+    with pytest.raises(Started):
+        reproduce.main(["--tier", "full"])
+    err = capsys.readouterr().err
+    hours = sum(e.minutes for e in registry.ENTRIES) / 60
+    assert err.startswith("warning: --tier full") and f"{hours:.1f} hours" in err
+
+
+def test_a_loaded_result_is_marked_in_the_tables() -> None:
+    entry = registry.get("ppo_cartpole")
+    record = {"aggregate": {"iqm": 500.0, "iqm_ci95": [480.0, 500.0]}, "loaded": True}
+    assert docs.short(entry, record) == f"500 [480, 500]{docs.LOADED}"
+    assert docs.short(entry, {**record, "loaded": False}) == "500 [480, 500]"
+
+
+def test_provenance_records_what_a_reader_needs() -> None:
+    record = reproduce.provenance()
+    assert set(record["packages"]) == {"jax", "jaxlib", "flax", "optax", "numpy"}
+    assert record["cores"] >= 1 and record["cpu"] and len(record["load_average_at_start"]) == 3
+    assert record["loaded"] == (record["load_average_at_start"][0] > reproduce.QUIET_LOAD)
