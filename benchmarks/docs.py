@@ -267,6 +267,88 @@ def speed_table() -> str:
     return "\n".join(lines)
 
 
+def _rate(x: float | str | None) -> str:
+    """A speed for a table ("-" where the file has none, e.g. gymnax lacks the env)."""
+    if not isinstance(x, int | float):
+        return "-"
+    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
+
+
+def _cells(raw: dict[str, Any], key: str = "cells") -> list[dict[str, Any]]:
+    return [c for c in raw.get(key, []) if isinstance(c, dict)]
+
+
+def _speed_rows(name: str, raw: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The headline rows of a speed result's raw output: (header, rows)."""
+    if name == "ppo_throughput":
+        return ["library", "seeds", "env steps/s"], [
+            [c["library"], str(c["seeds"]), _rate(c["steps_per_second"])] for c in _cells(raw)
+        ]
+    if name == "offpolicy_throughput":
+        return ["task", "library", "seeds", "env steps/s"], [
+            [c["task"], c["library"], str(c["seeds"]), _rate(c["steps_per_second"])]
+            for c in _cells(raw)
+        ]
+    if name == "agent_execution":
+        return ["case", "agents", "execution", "env steps/s"], [
+            [r["case"], str(r["agents"]), r["agent_execution"], _rate(r["env_steps_per_second"])]
+            for r in _cells(raw, "rows")
+        ]
+    if name == "lm_sampling":
+        return ["new tokens", "jaxrl tokens/s", "transformers tokens/s", "ratio"], [
+            [
+                str(r["max_new_tokens"]),
+                _rate(r["jaxrl_tokens_per_s"]),
+                _rate(r["hf_tokens_per_s"]),
+                f"{r['speedup']:.2f}x",
+            ]
+            for r in _cells(raw, "results")
+        ]
+    if name == "grpo_step":
+        return ["new tokens", "jaxrl / TRL (tokens/s)", "target", "judged"], [
+            [
+                str(r["max_new_tokens"]),
+                f"{r['tokens_per_second_ratio']:.2f}x",
+                f"{r['target']:g}x",
+                r.get("note") or str(r.get("met")),
+            ]
+            for r in raw.get("ratios", [])
+        ]
+    if name == "dreamer_throughput":
+        return ["row", "ms per training step", "updates/s"], [
+            [r["row"], _rate(r["train_step_ms"]), f"{r['updates_per_second']:.3f}"]
+            for r in raw.get("matched", {}).get("rows", [])
+        ]
+    if name == "env_throughput":
+        rows = [r for r in _cells(raw, "results") if r["copies"] == 2048]
+        return ["env (2048 copies)", "jaxrl steps/s", "gymnax steps/s"], [
+            [r["env"], _rate(r["jaxrl_steps_per_s"]), _rate(r["gymnax_steps_per_s"])] for r in rows
+        ]
+    return [], []
+
+
+def speed_detail(name: str) -> str:
+    """One speed result's headline table, from the raw output its file keeps."""
+    record = load(name)
+    if record is None or "raw" not in record:
+        return f"`{name}`: not measured yet (`python -m benchmarks.reproduce --only {name}`)."
+    header, rows = _speed_rows(name, record["raw"])
+    load_avg = record.get("load_average_at_start")
+    when = (
+        f"Measured at commit {str(record['commit'])[:7]} on {record['date'][:10]}, load "
+        f"average at the start {load_avg[0]:.1f}"
+        if load_avg
+        else f"Measured at commit {str(record['commit'])[:7]} on {record['date'][:10]}, load "
+        "average not recorded"
+    )
+    mark = LOADED if record.get("loaded") in (True, None) else ""
+    lines = [f"{when}{mark}.", ""]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "---|" * len(header))
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
 def figures_block() -> str:
     """README's learning-curve figures: one per family with curves in its results."""
     names = sorted(p.stem for p in IMG.glob("learning_*.png")) if IMG.exists() else []
@@ -284,6 +366,11 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "default-suite-duration": suite_duration,
     "speed": speed_table,
     "figures": figures_block,
+    **{
+        f"speed-{e.name}": (lambda name=e.name: speed_detail(name))
+        for e in registry.ENTRIES
+        if e.kind == "speed"
+    },
     **{
         f"learning-{family}": (lambda family=family: learning_table(_family_names(family)))
         for family in ("ppo", "pqn", "dqn", "c51", "sac", "td3", "dreamer")
