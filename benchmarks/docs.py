@@ -62,6 +62,8 @@ def short(entry: registry.Entry, record: dict[str, Any]) -> str:
 
 
 def _where(entry: registry.Entry) -> str:
+    if entry.label:
+        return entry.label
     if entry.env:
         label = entry.env.removesuffix("-v1").removesuffix("-MinAtar")
         if entry.env.endswith("MinAtar"):
