@@ -356,7 +356,8 @@ def figures_block() -> str:
     names = sorted(p.stem for p in IMG.glob("learning_*.png")) if IMG.exists() else []
     if not names:
         return "No learning-curve figure yet (`python -m benchmarks.reproduce --write-docs`)."
-    return "\n".join(f"![{n}](docs/img/{n}.png)" for n in names)
+    # Side by side, three to a row: a family each (GitHub renders the HTML).
+    return "\n".join(f'<img src="docs/img/{n}.png" alt="{n}" width="32%">' for n in names)
 
 
 def _family_names(family: str) -> list[str]:
