@@ -152,7 +152,7 @@ ENTRIES: tuple[Entry, ...] = (
         "test_dqn_learning.py",
         total_steps=500_000,
     ),
-    _env("c51_cartpole", "c51", "CartPole-v1", 5, 8, "full", "test_dqn_learning.py"),
+    _env("c51_cartpole", "c51", "CartPole-v1", 5, 1, "ci", "test_dqn_learning.py"),
     # --- continuous off-policy: the preset (12k steps)
     _env("sac_pendulum", "sac", "Pendulum-v1", 5, 1.5, "ci", "test_continuous_learning.py"),
     _env("td3_pendulum", "td3", "Pendulum-v1", 5, 1.5, "ci", "test_continuous_learning.py"),

@@ -54,8 +54,8 @@ def cpu_model() -> str:
 
 
 def commit() -> str:
-    """HEAD's hash, with "-dirty" when tracked files differ from it (a result measured
-    on uncommitted code is not reproducible from its commit alone)."""
+    """HEAD's hash, with "-dirty" when the code differs from it (a result measured on
+    uncommitted code is not reproducible from its commit alone)."""
 
     def git(*args: str) -> str:
         return subprocess.run(
@@ -63,7 +63,10 @@ def commit() -> str:
         ).stdout.strip()
 
     head = git("rev-parse", "HEAD") or "unknown"
-    dirty = git("status", "--porcelain", "--untracked-files=no", "--", "jaxrl", "envs")
+    # What decides the numbers: the library and the entry's configuration and canary
+    # (not the results files, which a batch rewrites as it goes).
+    code = ("jaxrl", "envs", "benchmarks/registry.py", "benchmarks/canaries.py")
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", *code)
     return head + ("-dirty" if dirty else "")
 
 
