@@ -44,11 +44,15 @@ def number(x: float, unit: str = "return") -> str:
 
 
 def _steps(entry: registry.Entry) -> str:
-    steps = entry.overrides.get("total_steps")
-    if steps is None and entry.algorithm and entry.env:
-        from jaxrl import algorithms
+    steps = None
+    if entry.algorithm and entry.env:  # the preset, then the config file, then overrides
+        import jaxrl
 
-        steps = algorithms.get(entry.algorithm).default_config(entry.env).total_steps
+        config_file = ROOT / entry.config_file if entry.config_file else None
+        config = jaxrl.make_config(
+            entry.algorithm, entry.env, config_file=config_file, **entry.overrides
+        )
+        steps = config.total_steps
     return f"{steps // 1000:,}k steps" if steps else ""
 
 
