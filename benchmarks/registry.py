@@ -124,7 +124,7 @@ ENTRIES: tuple[Entry, ...] = (
         "ppo",
         "Breakout-MinAtar",
         5,
-        15,
+        7.5,
         "full",
         "test_ppo_learning.py",
         total_steps=1_000_000,
