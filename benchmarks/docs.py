@@ -25,7 +25,13 @@ RESULTS = ROOT / "benchmarks" / "results"
 IMG = ROOT / "docs" / "img"
 LOADED = "†"
 BLOCK = re.compile(r"(<!-- results:([\w-]+) -->\n)(.*?)(<!-- /results:\2 -->)", re.S)
-FILES = ("README.md", "benchmarks/README.md", "docs/lm.md", "docs/ARCHITECTURE.md")
+FILES = (
+    "README.md",
+    "benchmarks/README.md",
+    "docs/lm.md",
+    "docs/ARCHITECTURE.md",
+    "docs/lm_sampling.md",
+)
 
 
 def load(name: str) -> dict[str, Any] | None:
