@@ -11,6 +11,7 @@ MinAtar game, are `-m full`; measured results are in benchmarks/notes/2026-11-27
 import numpy as np
 import pytest
 
+from benchmarks.registry import get as published
 from jaxrl import config as cfg
 from jaxrl.algorithms import dreamer
 from jaxrl.training import driver
@@ -61,7 +62,10 @@ def test_image_observations_are_reconstructed_after_brief_training():
 @pytest.mark.full
 @pytest.mark.parametrize("backbone", ["gru", "transformer", "ssm"])
 def test_cartpole_reaches_400_in_100k_steps(backbone):
-    summary = _train("CartPole-v1", backbone=backbone)
+    # The published result's config (benchmarks/registry.py): the preset with `backbone`.
+    overrides = published(f"dreamer_cartpole_{backbone}").overrides
+    assert overrides.get("backbone", "gru") == backbone
+    summary = _train("CartPole-v1", **overrides)
     assert summary["final_return_mean"] >= 400, summary
     assert summary["train_seconds"] <= 30 * 60, summary
 
