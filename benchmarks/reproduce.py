@@ -250,7 +250,10 @@ def _list() -> None:
         path = RESULTS / f"{e.name}.json"
         state = "measured" if path.exists() else "not measured"
         print(f"{e.name:<{width}}  {e.tier:<4}  {e.kind:<8}  ~{e.minutes:g} min  {state}")
+        seeds = f"{e.seeds} seeds, " if e.seeds else ""
+        budget = f"overrides {e.overrides}, " if e.overrides else ""
         print(f"{'':<{width}}  {e.measures}")
+        print(f"{'':<{width}}  {seeds}{budget}`{e.command}`")
 
 
 def main(argv: list[str] | None = None) -> int:
