@@ -118,7 +118,7 @@ ENTRIES: tuple[Entry, ...] = (
         config_file="examples/pendulum.toml",
         command="jaxrl train ppo --env Pendulum-v1 --config examples/pendulum.toml --num-seeds 5",
     ),
-    _env("ppo_cartpole_pomdp", "ppo", "CartPole-POMDP-v1", 5, 15, "full", "test_ppo_learning.py"),
+    _env("ppo_cartpole_pomdp", "ppo", "CartPole-POMDP-v1", 5, 6.5, "full", "test_ppo_learning.py"),
     _env(
         "ppo_breakout",
         "ppo",
