@@ -29,8 +29,9 @@ def _sft_run(tmp_path_factory, name: str, **overrides) -> pathlib.Path:
 @pytest.fixture(scope="session")
 def default_warm_start(tmp_path_factory) -> pathlib.Path:
     """The default SFT run (`jaxrl train sft --task addition`: 3-digit, stopped when its
-    running training accuracy reaches 0.3, ~26-30k samples, ~50-65 s), the warm start of
-    the `-m full` GRPO, PPO-LM and DPO targets."""
+    running training accuracy reaches 0.3; where it stops and how long it takes: the
+    `sft_addition_default` result, benchmarks/README.md), the warm start of the `-m full`
+    GRPO, PPO-LM and DPO targets."""
     return _sft_run(tmp_path_factory, "sft-default")
 
 
