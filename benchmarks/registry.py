@@ -232,7 +232,7 @@ ENTRIES: tuple[Entry, ...] = (
         "held-out reward accuracy per seed (and greedy exact match before and after)",
         command="jaxrl train sft --task addition --seed S --run-dir runs/sft-S && "
         "jaxrl train dpo --task addition --model runs/sft-S --seed S",
-        minutes=12,
+        minutes=4,
         runner="lm_pipeline",
         canary="dpo",
         algorithm="dpo",
