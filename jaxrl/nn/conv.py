@@ -40,13 +40,13 @@ uses (MinAtar encoders of Dreamer, DQN and PQN): inside a loop, XLA's CPU convol
 gradients are many times slower than outside one, and a matmul's are not (see `patch_conv`).
 
 Which form is fastest was measured by `benchmarks/dreamer_conv.py` (its numbers are in
-benchmarks/notes/2026-11-27-dreamer-throughput.md, "Dreamer throughput"); `FAST_POOL` and
-`FAST_UPSAMPLE` name the
-forms the networks use: the fastest inside a loop, where training runs them. Alone, the
-`s2d` and `subpixel` forms (plain convolutions over rearranged inputs) are as fast or
-faster; inside a loop their gradients slow down like every XLA CPU convolution's,
-and the patch + matmul forms do not. `tests/nn/test_conv.py` checks that every form
-equals the `xla` form in values and in gradients.
+benchmarks/notes/2026-11-27-dreamer-throughput.md, "Dreamer throughput"); `FAST_POOL`
+and `FAST_UPSAMPLE` name the forms the networks use: the fastest inside a loop, where
+training runs them. Alone, the `s2d` and `subpixel` forms (plain convolutions over
+rearranged inputs) are as fast or faster; inside a loop their gradients slow down like
+every XLA CPU convolution's, and the patch + matmul forms do not.
+`tests/nn/test_conv.py` checks that every form equals the `xla` form in values and in
+gradients.
 """
 
 from __future__ import annotations
