@@ -212,7 +212,7 @@ ENTRIES: tuple[Entry, ...] = (
         measures="SFT trained for its whole budget (128k samples, no early stop): held-out "
         "greedy exact match, per seed",
         command="jaxrl train sft --task addition --stop-at-train-accuracy none --num-seeds 5",
-        minutes=20,
+        minutes=8,
         runner="task",
         canary="sft",
         algorithm="sft",
