@@ -15,7 +15,7 @@ with every core (`--pin`: the first core only), the two modes alternating.
 
 Cases: `sac-64` is the off-policy benchmark's SAC configuration (64-64 networks,
 batch 256; benchmarks/offpolicy_throughput.py); the others are jaxrl's presets of the
-algorithm on its default environment (`sac`, `td3`: Pendulum-v1, 256-256; `dqn`,
+algorithm on its default environment (`sac`, `td3`: Pendulum-v1, 128-128; `dqn`,
 `ppo`: CartPole-v1). Writes JSON to `--out` (default
 benchmarks/results/agent_execution.json).
 """

@@ -6,7 +6,8 @@ Draws 4 training prompts, samples 64 completions each at temperature 1, computes
 group-normalised advantages and the gradient of sum_i A_i log pi(y_i) / rows, then
 steps the parameters along the normalised gradient by several sizes and re-samples
 fresh completions for the same prompts: a correct gradient raises their accuracy for
-small steps. Prints one line per step size (see benchmarks/README.md, "GRPO learning").
+small steps. Prints one line per step size (see benchmarks/notes/2026-11-27-lm-learning.md, "GRPO
+learning").
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ the rows sharded over a P-way `data` mesh, the gradients averaged: `jaxrl train 
 on P devices) and `micro_batches=M`; labelled `jaxrl-dP-mbM` (`jaxrl` for 1x1);
 `pPxM` runs jaxrl as P JAX processes of one core and one device each instead (a
 multi-controller run with gloo collectives, as on P hosts; `jaxrl-pP-mbM`; not in the
-defaults: 3-4x slower here, benchmarks/README.md). TRL:
+defaults: slower here, benchmarks/notes/2026-11-27-grpo-step-speed.md). TRL:
 P DDP processes under `torchrun` (gloo) with `--threads / P` threads each, and
 `gradient_accumulation_steps = steps_per_generation = M` (one generation of all rows
 per optimiser step); labelled `trl-pP-mbM` (`trl` for 1x1).

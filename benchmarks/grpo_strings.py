@@ -20,7 +20,7 @@ the *held-out* pairs for the SFT model and after each GRPO run; each run's own
     python benchmarks/grpo_strings.py --grpo-steps 51200 --sft-steps 64000
 
 Writes benchmarks/results/grpo_strings.json and prints a table and the curves; the
-numbers go to benchmarks/README.md ("GRPO on string-function composition").
+numbers go to benchmarks/notes/2026-11-27-lm-learning.md ("GRPO on string-function composition").
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ alone with random operands and timed two ways, keeping the faster:
 
 * one call, best of `repeats` (`block_until_ready`);
 * for small products, a `lax.scan` over `batch` different left operands, best of
-  `repeats`, divided by `batch`: the per-call dispatch (~10-20 us here) would otherwise
+  `repeats`, divided by `batch`: the per-call dispatch (microseconds) would otherwise
   count as matmul time for the decode loop's tiny products.
 
 `method="loop"` times every product instead inside one `fori_loop` of `iterations`

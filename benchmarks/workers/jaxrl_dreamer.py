@@ -23,7 +23,7 @@ JSON line with:
   over gradient steps), timed once after compiling, per step. Default 8 for the
   matched workload (the driver's chunks are longer: about 1/50 of a run's updates, 62
   for 100k environment steps at this train ratio), 2 otherwise; 0 skips it. On XLA's
-  CPU backend a plain convolution's gradient is 10-80x slower inside a loop.
+  CPU backend a plain convolution's gradient is many times slower inside a loop.
 * `minor_faults_per_step` (alone and in the loop): the process's minor page faults per
   gradient step. XLA's CPU runtime allocates a program's temporaries at every call
   and glibc returns such large blocks to the kernel when they are freed, so each call

@@ -115,7 +115,7 @@ class LMRLConfig(LMConfig):
     total_steps: int = 204_800
     """Completions (samples) per agent. The default, 1,600 updates, is the budget of the
     learning target: from the default SFT warm start, held-out pass@1 +30 points or more
-    (benchmarks/README.md, "GRPO learning")."""
+    (benchmarks/notes/2026-11-27-lm-learning.md, "GRPO learning")."""
     num_prompts: int = 16
     """Prompts per update."""
     group_size: int = 8
@@ -854,7 +854,8 @@ def stall_counters(stalled: Sequence[int], zero_advantage_groups: Sequence[float
     Under a group estimator all advantages are then zero, so the policy no longer
     changes (collapsed or saturated). A learning rate 1.5-2.5x the default drove the
     policy there on addition (reward 0, most completions running to the length budget),
-    and it did not recover (benchmarks/README.md, "GRPO learning-rate sensitivity").
+    and it did not recover (benchmarks/notes/2026-11-27-lm-learning.md, "GRPO learning-rate
+    sensitivity").
     The counters live in the host state, so a resumed run warns when the uninterrupted
     one would.
     """

@@ -37,15 +37,16 @@ has the same parameters.
 `patch_conv` is `lax.conv_general_dilated` (NHWC, HWIO, any stride and padding) as
 patches + matmul, and `Conv` is flax's `nn.Conv` computed by it, the layer every network
 uses (MinAtar encoders of Dreamer, DQN and PQN): inside a loop, XLA's CPU convolution
-gradients are 10-80x slower than outside one, and a matmul's are not (see `patch_conv`).
+gradients are many times slower than outside one, and a matmul's are not (see `patch_conv`).
 
 Which form is fastest was measured by `benchmarks/dreamer_conv.py` (its numbers are in
-benchmarks/README.md, "Dreamer throughput"); `FAST_POOL` and `FAST_UPSAMPLE` name the
-forms the networks use: the fastest inside a loop, where training runs them. Alone, the
-`s2d` and `subpixel` forms (plain convolutions over rearranged inputs) are as fast or
-faster; inside a loop their gradients slow down 10-80x like every XLA CPU convolution's,
-and the patch + matmul forms do not. `tests/nn/test_conv.py` checks that every form
-equals the `xla` form in values and in gradients.
+benchmarks/notes/2026-11-27-dreamer-throughput.md, "Dreamer throughput"); `FAST_POOL`
+and `FAST_UPSAMPLE` name the forms the networks use: the fastest inside a loop, where
+training runs them. Alone, the `s2d` and `subpixel` forms (plain convolutions over
+rearranged inputs) are as fast or faster; inside a loop their gradients slow down like
+every XLA CPU convolution's, and the patch + matmul forms do not.
+`tests/nn/test_conv.py` checks that every form equals the `xla` form in values and in
+gradients.
 """
 
 from __future__ import annotations
@@ -124,7 +125,8 @@ def patch_conv(
     Why: inside a `lax.scan` or `while_loop` (which is where every training step runs,
     under the driver's scan over updates) XLA's CPU backend computes a convolution's
     gradients many times slower than the same program outside a loop, while a matmul's
-    speed does not change (`benchmarks/dreamer_conv.py --loop-length`; benchmarks/README.md,
+    speed does not change (`benchmarks/dreamer_conv.py --loop-length`;
+    benchmarks/notes/2026-11-27-dreamer-throughput.md,
     "Convolutions inside a loop", which also measures a Dreamer gradient step on
     MinAtar's 10x10 frames with each form). No dilation and no feature groups (an error
     names them). Networks use it through `Conv`.

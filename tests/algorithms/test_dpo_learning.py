@@ -10,7 +10,8 @@ LoRA reward model on a JSONL pairs file and `jaxrl eval` reads the run.
 
 Why 1 digit: DPO's gradient cancels on the tokens a chosen and a rejected answer share,
 so from a random model it learns only where the two differ, and slowly: on 2-digit
-addition 600 updates reach 0.61 held-out (benchmarks/README.md, "DPO learning"). DPO is
+addition 600 updates reach 0.61 held-out (benchmarks/notes/2026-11-27-lm-learning.md, "DPO
+learning"). DPO is
 meant to fine-tune: the full tier (`-m full`) starts from the default SFT warm start and
 measures held-out greedy exact match on 3-digit addition before and after (0.28 -> 0.36).
 """

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks.registry import get as published
 from jaxrl import config as cfg
 from jaxrl.algorithms import c51, dqn
 from jaxrl.training.driver import RunConfig, train
@@ -39,6 +40,6 @@ def test_c51_learns_cartpole():
 @pytest.mark.full
 def test_dqn_on_minatar_breakout_clearly_above_random():
     # A uniformly random policy scores about 0.5 per episode on Breakout-MinAtar.
-    summary = _train(dqn, "Breakout-MinAtar", num_seeds=2, total_steps=500_000)
+    summary = _train(dqn, "Breakout-MinAtar", num_seeds=2, **published("dqn_breakout").overrides)
     print(f"final returns {summary['final_return_per_agent']}")
     assert summary["final_return_mean"] >= 3.0, summary

@@ -13,7 +13,7 @@ temperature 1. Two tiers:
 * `-m full`, the issue's target: after the default SFT warm start (`jaxrl train sft
   --task addition`: 3-digit, stopped at 0.3 running training accuracy), GRPO with all
   its defaults (1,600 updates) gains +30 points within 5 minutes. Measured from the
-  warm starts of seeds 0 / 1 / 2: see benchmarks/README.md, "GRPO learning".
+  warm starts of seeds 0 / 1 / 2: see benchmarks/notes/2026-11-27-lm-learning.md, "GRPO learning".
 """
 
 from __future__ import annotations

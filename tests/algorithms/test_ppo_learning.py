@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import jaxrl
+from benchmarks.registry import get as published
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -29,7 +30,9 @@ def test_acrobot_reaches_minus_100():
 
 def test_pendulum_reaches_minus_250():
     # The README's config-file example: the Pendulum preset with total_steps = 500k.
-    summary = _train("Pendulum-v1", config_file=EXAMPLES / "pendulum.toml")
+    summary = _train(
+        "Pendulum-v1", config_file=EXAMPLES.parent / published("ppo_pendulum").config_file
+    )
     assert summary["final_return_mean"] >= -250, summary
 
 
@@ -40,5 +43,5 @@ def test_recurrent_ppo_solves_cartpole_without_velocities():
 
 def test_minatar_breakout_clearly_above_random():
     # A uniformly random policy scores about 0.5 per episode on Breakout-MinAtar.
-    summary = _train("Breakout-MinAtar", total_steps=1_000_000)
+    summary = _train("Breakout-MinAtar", **published("ppo_breakout").overrides)  # 1M steps
     assert summary["final_return_mean"] >= 5.0, summary

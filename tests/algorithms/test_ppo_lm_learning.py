@@ -7,7 +7,8 @@ pass@1 is `summary.json`'s `pass@1_before` / `pass@1_after`: the unbiased estima
   addition, stopped at 0.3 running training accuracy) and 800 PPO-LM updates with the
   defaults, asserting +0.15 (GRPO gains +0.26 to +0.33 in 800 updates from such warm
   starts). From the earlier 40,000-sample warm start, 200 updates gave 0.215 -> 0.451,
-  as GRPO's 0.215 -> 0.441 (benchmarks/README.md, "PPO-LM learning"); the new warm
+  as GRPO's 0.215 -> 0.441 (benchmarks/notes/2026-11-27-lm-learning.md, "PPO-LM learning"); the new
+  warm
   start learns slower at first (GRPO: about +0.05 in 200 updates), hence 800.
   Measured quietly (AVX-512 CPU): 0.176 -> 0.454 (+0.28) in 196 s.
 * `-m slow` (CI), a cheaper proxy, since that warm start alone takes most of the slow
@@ -26,6 +27,7 @@ import shutil
 
 import pytest
 
+from benchmarks.registry import get as published
 from jaxrl import config as cfg
 from jaxrl.algorithms import ppo_lm
 from jaxrl.training.checkpoint import tree_fingerprint
@@ -76,9 +78,9 @@ def test_300_updates_raise_held_out_pass_at_1_and_resume_exactly(tmp_path, two_d
 @pytest.mark.full
 def test_800_updates_from_grpos_warm_start_raise_held_out_pass_at_1(default_warm_start):
     warm = default_warm_start  # GRPO's learning target's warm start
-    config = cfg.replace(
-        ppo_lm.default_config(), model=str(warm), total_steps=800 * COMPLETIONS_PER_UPDATE
-    )
+    budget = published("ppo_lm_addition").overrides  # 800 updates
+    assert budget == {"total_steps": 800 * COMPLETIONS_PER_UPDATE}
+    config = cfg.replace(ppo_lm.default_config(), model=str(warm), **budget)
     summary = train(ppo_lm.make(config), RunConfig(seed=0, progress=False)).summary
     print(f"pass@1 {summary['pass@1_before']:.3f} -> {summary['pass@1_after']:.3f}")
     assert summary["pass@1_after"] - summary["pass@1_before"] >= 0.15, summary

@@ -10,6 +10,7 @@ benchmarks/README.md).
 import numpy as np
 import pytest
 
+from benchmarks.registry import get as published
 from jaxrl import config as cfg
 from jaxrl.algorithms import pqn
 from jaxrl.training import driver
@@ -44,6 +45,6 @@ def test_cartpole_reaches_450_over_8_seeds():
 @pytest.mark.full
 def test_minatar_breakout_clearly_above_random():
     # A uniformly random policy scores about 0.5 per episode on Breakout-MinAtar.
-    summary = _train("Breakout-MinAtar", num_seeds=2, total_steps=1_000_000)
+    summary = _train("Breakout-MinAtar", num_seeds=2, **published("pqn_breakout").overrides)
     print(f"final returns {summary['final_return_per_agent']}")
     assert summary["final_return_mean"] >= 5.0, summary

@@ -42,7 +42,8 @@ class DPOConfig(LMConfig):
     defaults (512 updates of 32 pairs at a constant 1e-4) fine-tune the default SFT
     warm start (`jaxrl train sft --task addition`, then `model=` its run directory) on
     3-digit addition pairs, raising held-out greedy exact match from 0.28 to 0.36
-    (benchmarks/README.md, "DPO learning"). Model, LoRA, mesh and optimiser fields: see
+    (benchmarks/notes/2026-11-27-lm-learning.md, "DPO learning"). Model, LoRA, mesh and optimiser
+    fields: see
     `LMConfig`.
     """
 

@@ -70,7 +70,8 @@ class DreamerConfig:
     update = train_ratio * num_envs * train_every / (batch_size * batch_length), which
     must be a whole number. 64 (one gradient step per 16 environment steps) is where
     every backbone solves CartPole within 100k steps (final returns 500 / 493 / 500
-    for gru / ssm / transformer, against 370 / 357 / 463 at 32; benchmarks/README.md,
+    for gru / ssm / transformer, against 370 / 357 / 463 at 32;
+    benchmarks/notes/2026-11-27-control-learning.md,
     "Dreamer learning"); DreamerV3 itself uses 512 and more, which a CPU cannot afford."""
     batch_size: int = 16
     """Replayed sequences per gradient step."""
@@ -113,7 +114,8 @@ class DreamerConfig:
     """Critic learning rate (Adam). Ten times DreamerV3's 3e-5: at train ratio 32 (the
     default then) a 100k-step run made ~3k gradient steps, and at 3e-5 the critic's mean value
     on CartPole was still 6.5 after them (discounted returns of about 100 and more), so
-    the actor only saw 15-step consequences; at 3e-4 it tracks them (benchmarks/README.md,
+    the actor only saw 15-step consequences; at 3e-4 it tracks them
+    (benchmarks/notes/2026-11-27-control-learning.md,
     "Dreamer learning")."""
     adam_eps: float = 1e-8
     """Epsilon of Adam's denominator (all three optimisers)."""
@@ -261,7 +263,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     "Acrobot-v1": {"total_steps": 100_000},
     "Pendulum-v1": {"total_steps": 100_000},
 }
-# MinAtar: measured on Breakout (benchmarks/README.md, "Dreamer on Breakout-MinAtar":
+# MinAtar: measured on Breakout (benchmarks/notes/2026-11-27-control-learning.md, "Dreamer on
+# Breakout-MinAtar":
 # 1.32 at 100k steps, 1.54-1.55 at 150k, random 0.4-0.5; 26 min of training on 2 cores).
 # The same budget: SpaceInvaders 12.97 (random 4.03); Asterix 0.41 and Freeway 0.50, no
 # better than random (0.49, 0.35; on Freeway the actor stayed uniform: its rare rewards

@@ -163,7 +163,7 @@ class PPOConfig:
 
 
 # Tuned defaults per environment (like rl-zoo's hyperparameter files). Each is
-# measured by tests/algorithms/test_ppo_learning.py or benchmarks/returns.py.
+# measured by tests/algorithms/test_ppo_learning.py or `python -m benchmarks.reproduce`.
 PRESETS: dict[str, dict[str, Any]] = {
     "CartPole-v1": {},
     "Acrobot-v1": {

@@ -1,0 +1,452 @@
+"""The tables and figures of README.md, docs/ and benchmarks/README.md, from results files.
+
+A generated block sits between `<!-- results:NAME -->` and `<!-- /results:NAME -->`;
+`write_all()` (`python -m benchmarks.reproduce --write-docs`) rewrites every block from
+benchmarks/results/*.json and draws one learning-curve figure per family into
+docs/img/. tests/benchmarks/test_docs.py fails when a block differs from what the
+results files give, so a number in a table is always the one its file holds.
+
+A result measured on a busy machine (load average above 1.5 at the start) is marked
+with a dagger; one not measured at all says how to measure it.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+from collections.abc import Callable
+from typing import Any
+
+from benchmarks import registry
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+IMG = ROOT / "docs" / "img"
+LOADED = "†"
+BLOCK = re.compile(r"(<!-- results:([\w-]+) -->\n)(.*?)(<!-- /results:\2 -->)", re.S)
+FILES = (
+    "README.md",
+    "benchmarks/README.md",
+    "docs/lm.md",
+    "docs/ARCHITECTURE.md",
+    "docs/lm_sampling.md",
+)
+
+
+def load(name: str) -> dict[str, Any] | None:
+    """The results file of `name`, or None when it has not been measured."""
+    path = RESULTS / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def number(x: float, unit: str = "return") -> str:
+    """A value at the precision its scale deserves (accuracies to 3 decimals)."""
+    if unit != "return":
+        return f"{x:+.3f}" if "gain" in unit else f"{x:.3f}"
+    if abs(x) >= 100:
+        return f"{x:.0f}"
+    return f"{x:.1f}" if abs(x) >= 10 else f"{x:.2f}"
+
+
+def _steps(entry: registry.Entry) -> str:
+    steps = None
+    if entry.algorithm and entry.env:  # the preset, then the config file, then overrides
+        import jaxrl
+
+        config_file = ROOT / entry.config_file if entry.config_file else None
+        config = jaxrl.make_config(
+            entry.algorithm, entry.env, config_file=config_file, **entry.overrides
+        )
+        steps = config.total_steps
+    return f"{steps // 1000:,}k steps" if steps else ""
+
+
+def short(entry: registry.Entry, record: dict[str, Any]) -> str:
+    """One result in a few words: `IQM [low, high]` over n seeds, dagger if loaded."""
+    agg = record["aggregate"]
+    low, high = agg["iqm_ci95"]
+    u = entry.unit
+    mark = LOADED if record.get("loaded") else ""
+    return f"{number(agg['iqm'], u)} [{number(low, u)}, {number(high, u)}]{mark}"
+
+
+def _where(entry: registry.Entry) -> str:
+    if entry.label:
+        return entry.label
+    if entry.env:
+        label = entry.env.removesuffix("-v1").removesuffix("-MinAtar")
+        if entry.env.endswith("MinAtar"):
+            label += "-MinAtar"
+        if entry.overrides.get("backbone"):
+            label += f" ({entry.overrides['backbone']})"
+        return label
+    return entry.name.replace("_", " ")
+
+
+def _missing(names: list[str]) -> str:
+    return (
+        "not yet measured at this commit: "
+        + ", ".join(f"`{n}`" for n in names)
+        + " (`python -m benchmarks.reproduce --only NAME`)"
+    )
+
+
+def learning_cell(names: list[str]) -> str:
+    """README's learning-result cell of one algorithm family."""
+    parts, missing = [], []
+    for name in names:
+        entry, record = registry.get(name), load(name)
+        if record is None or "aggregate" not in record:
+            missing.append(name)
+            continue
+        seeds = record["aggregate"]["n"]
+        budget = _steps(entry) if entry.env else ""
+        detail = ", ".join(x for x in (f"{seeds} seeds", budget) if x)
+        parts.append(f"{_where(entry)} {short(entry, record)} ({detail})")
+    if missing:
+        parts.append(_missing(missing))
+    return "; ".join(parts)
+
+
+# README's "What you can train": (algorithm, command, trains on, step, results)
+TRAIN_ROWS: tuple[tuple[str, str, str, str, list[str]], ...] = (
+    (
+        "PPO (discrete, Gaussian, tanh-squashed, recurrent GRU)",
+        "`jaxrl train ppo --env ENV`",
+        "every environment in `jaxrl envs`",
+        "fused",
+        ["ppo_cartpole", "ppo_acrobot", "ppo_pendulum", "ppo_cartpole_pomdp", "ppo_breakout"],
+    ),
+    (
+        "PQN (Q(lambda), LayerNorm, no replay)",
+        "`jaxrl train pqn --env ENV`",
+        "discrete actions",
+        "fused",
+        ["pqn_cartpole", "pqn_breakout"],
+    ),
+    (
+        "DQN (Double-Q, dueling, n-step, prioritised replay)",
+        "`jaxrl train dqn --env ENV`",
+        "discrete actions",
+        "fused",
+        ["dqn_cartpole", "dqn_breakout"],
+    ),
+    (
+        "C51 (distributional DQN)",
+        "`jaxrl train c51 --env ENV`",
+        "discrete actions",
+        "fused",
+        ["c51_cartpole"],
+    ),
+    (
+        "SAC (autotuned temperature)",
+        "`jaxrl train sac --env ENV`",
+        "continuous (Box) actions",
+        "fused",
+        ["sac_pendulum"],
+    ),
+    ("TD3", "`jaxrl train td3 --env ENV`", "continuous (Box) actions", "fused", ["td3_pendulum"]),
+    (
+        "Dreamer (DreamerV3-style world model; `--backbone gru\\|transformer\\|ssm`)",
+        "`jaxrl train dreamer --env ENV`",
+        "discrete and continuous actions, vector and image observations",
+        "fused",
+        [
+            "dreamer_cartpole_gru",
+            "dreamer_cartpole_transformer",
+            "dreamer_cartpole_ssm",
+            "dreamer_breakout",
+            "dreamer_spaceinvaders",
+            "dreamer_asterix",
+            "dreamer_freeway",
+        ],
+    ),
+    (
+        "SFT of a Llama-style LM (full or LoRA)",
+        "`jaxrl train sft --task addition`",
+        "in-process tasks, `jsonl:PATH`",
+        "staged",
+        ["sft_addition_default", "sft_addition_full"],
+    ),
+    (
+        "Preference optimisation: DPO, IPO, SimPO, Bradley-Terry reward models (full or LoRA)",
+        "`jaxrl train dpo --task addition --model RUN_DIR`, `--data pairs.jsonl`",
+        "(prompt, chosen, rejected) JSONL files; pairs made from in-process tasks",
+        "staged",
+        ["dpo_addition"],
+    ),
+    (
+        "GRPO family (GRPO, Dr. GRPO, RLOO, REINFORCE++; clip, GSPO, CISPO; KL, DAPO options)",
+        "`jaxrl train grpo --task addition --model RUN_DIR`",
+        "in-process tasks, `jsonl:PATH`, multi-turn episodes with environment feedback "
+        "(`--task guess`, `addition_retry`; docs/lm.md)",
+        "staged",
+        ["grpo_addition"],
+    ),
+    (
+        "PPO with a critic for LMs (separate value model, GAE, clipped value loss; GRPO's "
+        "losses and options)",
+        "`jaxrl train ppo-lm --task addition --model RUN_DIR`",
+        "in-process tasks, `jsonl:PATH`",
+        "staged",
+        ["ppo_lm_addition"],
+    ),
+)
+
+
+def what_you_can_train() -> str:
+    lines = [
+        "| algorithm | command | on | step | learning result: IQM [95% CI] over seeds "
+        "(benchmarks/README.md) |",
+        "|---|---|---|---|---|",
+    ]
+    for algorithm, command, on, step, names in TRAIN_ROWS:
+        lines.append(f"| {algorithm} | {command} | {on} | {step} | {learning_cell(names)} |")
+    lines.append("")
+    lines.append(
+        f"{LOADED} measured on a busy machine (load average above 1.5): a learning result "
+        "is still the code's, its wall time is not."
+    )
+    return "\n".join(lines)
+
+
+def suite_duration() -> str:
+    record = load("default_suite_duration")
+    if record is None:
+        return (
+            "How long the default tests take here: not measured yet "
+            "(`python -m benchmarks.reproduce --only default_suite_duration` on a quiet "
+            "machine)."
+        )
+    minutes = record["per_seed"][0] / 60
+    mark = LOADED if record.get("loaded") else ""
+    return (
+        f"The default tests took {minutes:.0f} minutes{mark} on {record['cores']} cores of "
+        f"an {record['cpu']} (commit {record['commit'][:7]}, "
+        f"`benchmarks/results/default_suite_duration.json`)."
+    )
+
+
+def learning_table(names: list[str]) -> str:
+    """benchmarks/README.md's table of some learning results, with provenance."""
+    lines = [
+        "| result | IQM [95% CI] | mean ± std | seeds | budget | wall | commit, load |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name in names:
+        entry, record = registry.get(name), load(name)
+        if record is None:
+            lines.append(f"| `{name}` | not measured yet | | {entry.seeds} | | | |")
+            continue
+        agg, u = record["aggregate"], entry.unit
+        mark = LOADED if record.get("loaded") else ""
+        lines.append(
+            f"| `{name}` | {short(entry, record)} | {number(agg['mean'], u)} ± "
+            f"{number(agg['std'], u).lstrip('+')} | {agg['n']} | {_steps(entry) or '-'} | "
+            f"{record['wall_seconds'] / 60:.1f} min | {record['commit'][:7]}, "
+            f"{record['load_average_at_start'][0]:.1f}{mark} |"
+        )
+    return "\n".join(lines)
+
+
+def speed_table() -> str:
+    """The speed results: what each measures against which peer, and when."""
+    lines = [
+        "| result | measures | peer | commit, date, load at start | file |",
+        "|---|---|---|---|---|",
+    ]
+    for entry in registry.ENTRIES:
+        if entry.kind != "speed":
+            continue
+        record = load(entry.name)
+        if record is None:
+            when = "not measured yet"
+        else:
+            load_avg = record.get("load_average_at_start")
+            shown = f"{load_avg[0]:.1f}" if load_avg else "not recorded"
+            mark = LOADED if record.get("loaded") in (True, None) else ""
+            when = f"{str(record['commit'])[:7]}, {record['date'][:10]}, {shown}{mark}"
+        lines.append(
+            f"| `{entry.name}` | {entry.measures} | {entry.peer} | {when} | "
+            f"[{entry.name}.json](results/{entry.name}.json) |"
+        )
+    lines.append("")
+    lines.append(
+        f"{LOADED} measured on a busy machine or without a recorded load: a ratio to its "
+        "peer measured in the same run still says something, absolute speeds do not."
+    )
+    return "\n".join(lines)
+
+
+def _rate(x: float | str | None) -> str:
+    """A speed for a table ("-" where the file has none, e.g. gymnax lacks the env)."""
+    if not isinstance(x, int | float):
+        return "-"
+    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
+
+
+def _cells(raw: dict[str, Any], key: str = "cells") -> list[dict[str, Any]]:
+    return [c for c in raw.get(key, []) if isinstance(c, dict)]
+
+
+def _speed_rows(name: str, raw: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The headline rows of a speed result's raw output: (header, rows)."""
+    if name == "ppo_throughput":
+        return ["library", "seeds", "env steps/s"], [
+            [c["library"], str(c["seeds"]), _rate(c["steps_per_second"])] for c in _cells(raw)
+        ]
+    if name == "offpolicy_throughput":
+        return ["task", "library", "seeds", "env steps/s"], [
+            [c["task"], c["library"], str(c["seeds"]), _rate(c["steps_per_second"])]
+            for c in _cells(raw)
+        ]
+    if name == "agent_execution":
+        return ["case", "agents", "execution", "env steps/s"], [
+            [r["case"], str(r["agents"]), r["agent_execution"], _rate(r["env_steps_per_second"])]
+            for r in _cells(raw, "rows")
+        ]
+    if name == "lm_sampling":
+        return ["new tokens", "jaxrl tokens/s", "transformers tokens/s", "ratio"], [
+            [
+                str(r["max_new_tokens"]),
+                _rate(r["jaxrl_tokens_per_s"]),
+                _rate(r["hf_tokens_per_s"]),
+                f"{r['speedup']:.2f}x",
+            ]
+            for r in _cells(raw, "results")
+        ]
+    if name == "grpo_step":
+        return ["new tokens", "jaxrl / TRL (tokens/s)", "target", "judged"], [
+            [
+                str(r["max_new_tokens"]),
+                f"{r['tokens_per_second_ratio']:.2f}x",
+                f"{r['target']:g}x",
+                r.get("note") or str(r.get("met")),
+            ]
+            for r in raw.get("ratios", [])
+        ]
+    if name == "dreamer_throughput":
+        return ["row", "ms per training step", "updates/s"], [
+            [r["row"], _rate(r["train_step_ms"]), f"{r['updates_per_second']:.3f}"]
+            for r in raw.get("matched", {}).get("rows", [])
+        ]
+    if name == "env_throughput":
+        rows = [r for r in _cells(raw, "results") if r["copies"] == 2048]
+        return ["env (2048 copies)", "jaxrl steps/s", "gymnax steps/s"], [
+            [r["env"], _rate(r["jaxrl_steps_per_s"]), _rate(r["gymnax_steps_per_s"])] for r in rows
+        ]
+    return [], []
+
+
+def speed_detail(name: str) -> str:
+    """One speed result's headline table, from the raw output its file keeps."""
+    record = load(name)
+    if record is None or "raw" not in record:
+        return f"`{name}`: not measured yet (`python -m benchmarks.reproduce --only {name}`)."
+    header, rows = _speed_rows(name, record["raw"])
+    load_avg = record.get("load_average_at_start")
+    when = (
+        f"Measured at commit {str(record['commit'])[:7]} on {record['date'][:10]}, load "
+        f"average at the start {load_avg[0]:.1f}"
+        if load_avg
+        else f"Measured at commit {str(record['commit'])[:7]} on {record['date'][:10]}, load "
+        "average not recorded"
+    )
+    mark = LOADED if record.get("loaded") in (True, None) else ""
+    lines = [f"{when}{mark}.", ""]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "---|" * len(header))
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def figures_block() -> str:
+    """README's learning-curve figures: one per family with curves in its results."""
+    names = sorted(p.stem for p in IMG.glob("learning_*.png")) if IMG.exists() else []
+    if not names:
+        return "No learning-curve figure yet (`python -m benchmarks.reproduce --write-docs`)."
+    # Side by side, three to a row: a family each (GitHub renders the HTML).
+    return "\n".join(f'<img src="docs/img/{n}.png" alt="{n}" width="32%">' for n in names)
+
+
+def _family_names(family: str) -> list[str]:
+    return [e.name for e in registry.ENTRIES if e.kind == "learning" and e.family == family]
+
+
+BLOCKS: dict[str, Callable[[], str]] = {
+    "what-you-can-train": what_you_can_train,
+    "default-suite-duration": suite_duration,
+    "speed": speed_table,
+    "figures": figures_block,
+    **{
+        f"speed-{e.name}": (lambda name=e.name: speed_detail(name))
+        for e in registry.ENTRIES
+        if e.kind == "speed"
+    },
+    **{
+        f"learning-{family}": (lambda family=family: learning_table(_family_names(family)))
+        for family in ("ppo", "pqn", "dqn", "c51", "sac", "td3", "dreamer")
+        + ("sft", "dpo", "grpo", "ppo-lm")
+    },
+}
+
+
+def render(text: str) -> str:
+    """`text` with every generated block rewritten from the results files."""
+
+    def block(match: re.Match[str]) -> str:
+        name = match.group(2)
+        if name not in BLOCKS:
+            raise KeyError(f"unknown generated block {name!r}; known: {sorted(BLOCKS)}")
+        return f"{match.group(1)}{BLOCKS[name]()}\n{match.group(4)}"
+
+    return BLOCK.sub(block, text)
+
+
+def draw_figures() -> list[pathlib.Path]:
+    """One learning-curve figure per family from the curves kept in its results files:
+    the mean over seeds of the episode return against environment steps, one line per
+    result."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    IMG.mkdir(parents=True, exist_ok=True)
+    written = []
+    families = sorted({e.family for e in registry.ENTRIES if e.kind == "learning" and e.family})
+    for family in families:
+        curves = [
+            (name, record["curve"])
+            for name in _family_names(family)
+            if (record := load(name)) and record.get("curve")
+        ]
+        if not curves:
+            continue
+        fig, ax = plt.subplots(figsize=(5, 3.2))
+        for name, curve in curves:
+            ax.plot(curve["env_steps"], curve["episode_return"], label=name)
+        ax.set_xlabel("environment steps per seed")
+        ax.set_ylabel("episode return (mean over seeds)")
+        ax.set_title(f"{family}: learning curves (benchmarks/results)")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        path = IMG / f"learning_{family}.png"
+        fig.savefig(path, dpi=90, metadata={"Software": None})
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def write_all() -> None:
+    """Draws the figures, then rewrites every generated block in FILES."""
+    for path in draw_figures():
+        print(f"wrote {path.relative_to(ROOT)}")
+    for name in FILES:
+        path = ROOT / name
+        text = path.read_text()
+        new = render(text)
+        if new != text:
+            path.write_text(new)
+            print(f"rewrote the generated blocks of {name}")

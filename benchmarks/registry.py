@@ -1,0 +1,363 @@
+"""Every published result, by name: what it measures, how to reproduce it, its budget.
+
+A result is a learning result (a score per seed, reported as IQM with a 95% interval,
+mean and std), a speed result (a benchmark script's measurement against its peer), or
+a duration (how long a command takes here). `python -m benchmarks.reproduce` runs
+entries and writes `benchmarks/results/<name>.json`; `benchmarks/docs.py` writes the
+tables in README.md and docs/ from those files.
+
+The learning tests (`tests/algorithms/*_learning.py`) read their budgets from here
+(`get(name).overrides`), so a test's threshold and the published result are measured on
+one configuration. Presets (`jaxrl/algorithms/*/config.py`) are the rest of it.
+
+`minutes` is the wall time of the whole entry on this 2-core CPU: measured (at load 3-6,
+so an upper bound) for the results measured so far, estimated for the others from their
+lab notes; `--tier full` prints the sum before it starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+Kind = Literal["learning", "speed", "duration"]
+Tier = Literal["ci", "full"]
+
+# LM results: completions per update with GRPO's and PPO-LM's defaults (16 prompts x 8).
+COMPLETIONS_PER_UPDATE = 16 * 8
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One published result.
+
+    `runner` says how it is measured (benchmarks/reproduce.py's RUNNERS):
+    * "env": `jaxrl.train(algorithm, env, num_seeds=seeds, seed=0, **overrides)`, the
+      seeds vmapped in one program; the value per seed is `summary[metric]`'s entry.
+    * "task": the same for a language-model algorithm on its task (no env).
+    * "lm_pipeline": per seed s, the default SFT warm start (`jaxrl train sft --task
+      addition`, seed s), then `algorithm` from it with `overrides`, seed s; one process
+      per stage, so seeds are sequential.
+    * "script": a benchmark script (`command`), its JSON kept whole under `raw`.
+    * "pytest": the wall time of `command`.
+    """
+
+    name: str
+    kind: Kind
+    tier: Tier
+    measures: str
+    command: str
+    minutes: float
+    runner: str
+    canary: str | None = None  # benchmarks/canaries.py's name; None: no algorithm
+    algorithm: str | None = None
+    env: str | None = None
+    seeds: int = 0
+    overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
+    config_file: str | None = None
+    metric: str = "final_return_per_agent"
+    unit: str = "return"
+    peer: str | None = None
+    test: str | None = None  # the test asserting a threshold on this configuration
+    family: str | None = None  # README's row / the figure it belongs to
+    label: str | None = None  # how a table names it (default: the environment)
+
+
+def _env(
+    name: str,
+    algorithm: str,
+    env: str,
+    seeds: int,
+    minutes: float,
+    tier: Tier,
+    test: str | None = None,
+    **overrides: Any,
+) -> Entry:
+    steps = overrides.get("total_steps")
+    budget = f" --total-steps {steps}" if steps else ""
+    return Entry(
+        name=name,
+        kind="learning",
+        tier=tier,
+        measures=f"{algorithm} on {env}: final return (episodes ending in the last 10% of "
+        "updates), per seed",
+        command=f"jaxrl train {algorithm} --env {env} --num-seeds {seeds}{budget}",
+        minutes=minutes,
+        runner="env",
+        canary=algorithm,
+        algorithm=algorithm,
+        env=env,
+        seeds=seeds,
+        overrides=overrides,
+        test=test,
+        family=algorithm,
+    )
+
+
+def _speed(name: str, script: str, family: str | None, peer: str, measures: str) -> Entry:
+    return Entry(
+        name=name,
+        kind="speed",
+        tier="full",
+        measures=measures,
+        command=f"python benchmarks/{script}",
+        minutes=30.0,
+        runner="script",
+        canary=family,
+        peer=peer,
+        family=family,
+    )
+
+
+ENTRIES: tuple[Entry, ...] = (
+    # --- PPO: presets (jaxrl/algorithms/ppo/config.py)
+    _env("ppo_cartpole", "ppo", "CartPole-v1", 5, 0.5, "ci"),
+    _env("ppo_acrobot", "ppo", "Acrobot-v1", 5, 0.5, "ci", "test_ppo_learning.py"),
+    dataclasses.replace(
+        _env("ppo_pendulum", "ppo", "Pendulum-v1", 5, 1, "ci", "test_ppo_learning.py"),
+        config_file="examples/pendulum.toml",
+        command="jaxrl train ppo --env Pendulum-v1 --config examples/pendulum.toml --num-seeds 5",
+    ),
+    _env("ppo_cartpole_pomdp", "ppo", "CartPole-POMDP-v1", 5, 6.5, "full", "test_ppo_learning.py"),
+    _env(
+        "ppo_breakout",
+        "ppo",
+        "Breakout-MinAtar",
+        5,
+        7.5,
+        "full",
+        "test_ppo_learning.py",
+        total_steps=1_000_000,
+    ),
+    # --- value-based
+    _env("pqn_cartpole", "pqn", "CartPole-v1", 8, 1, "ci", "test_pqn_learning.py"),
+    _env(
+        "pqn_breakout",
+        "pqn",
+        "Breakout-MinAtar",
+        5,
+        4.5,
+        "full",
+        "test_pqn_learning.py",
+        total_steps=1_000_000,
+    ),
+    _env("dqn_cartpole", "dqn", "CartPole-v1", 5, 0.5, "ci", "test_dqn_learning.py"),
+    _env(
+        "dqn_breakout",
+        "dqn",
+        "Breakout-MinAtar",
+        5,
+        15,
+        "full",
+        "test_dqn_learning.py",
+        total_steps=500_000,
+    ),
+    _env("c51_cartpole", "c51", "CartPole-v1", 5, 1, "ci", "test_dqn_learning.py"),
+    # --- continuous off-policy: the preset (12k steps)
+    _env("sac_pendulum", "sac", "Pendulum-v1", 5, 1.5, "ci", "test_continuous_learning.py"),
+    _env("td3_pendulum", "td3", "Pendulum-v1", 5, 1.5, "ci", "test_continuous_learning.py"),
+    # --- Dreamer: presets (100k CartPole; 150k steps, size xs, on MinAtar); 3 seeds, one
+    # run takes over 30 minutes here
+    *(
+        dataclasses.replace(
+            _env(
+                f"dreamer_cartpole_{backbone}",
+                "dreamer",
+                "CartPole-v1",
+                3,
+                120,
+                "full",
+                "test_dreamer_learning.py",
+                **({"backbone": backbone} if backbone != "gru" else {}),
+            ),
+            command=f"jaxrl train dreamer --env CartPole-v1 --backbone {backbone} --num-seeds 3",
+        )
+        for backbone in ("gru", "transformer", "ssm")
+    ),
+    *(
+        _env(
+            f"dreamer_{game.lower()}",
+            "dreamer",
+            f"{game}-MinAtar",
+            3,
+            150,
+            "full",
+            "test_dreamer_learning.py" if game == "Breakout" else None,
+        )
+        for game in ("Breakout", "SpaceInvaders", "Asterix", "Freeway")
+    ),
+    # --- language models (3-digit addition)
+    Entry(
+        name="sft_addition_default",
+        label="addition, the default warm start: held-out exact match",
+        kind="learning",
+        tier="ci",
+        measures="SFT with every default (the warm start for RL, stopped at 0.3 running "
+        "training accuracy): held-out greedy exact match, per seed",
+        command="jaxrl train sft --task addition --num-seeds 5",
+        minutes=3.5,
+        runner="task",
+        canary="sft",
+        algorithm="sft",
+        seeds=5,
+        metric="eval_accuracy_per_agent",
+        unit="exact match",
+        family="sft",
+    ),
+    Entry(
+        name="sft_addition_full",
+        label="addition, the whole budget: held-out exact match",
+        kind="learning",
+        tier="full",
+        measures="SFT trained for its whole budget (128k samples, no early stop): held-out "
+        "greedy exact match, per seed",
+        command="jaxrl train sft --task addition --stop-at-train-accuracy none --num-seeds 5",
+        minutes=8,
+        runner="task",
+        canary="sft",
+        algorithm="sft",
+        seeds=5,
+        overrides={"total_steps": 128_000, "stop_at_train_accuracy": None},
+        metric="eval_accuracy_per_agent",
+        unit="exact match",
+        test="test_sft_learning.py",
+        family="sft",
+    ),
+    Entry(
+        name="dpo_addition",
+        label="addition after the SFT warm start: held-out reward accuracy",
+        kind="learning",
+        tier="full",
+        measures="DPO with its defaults after the default SFT warm start of the same seed: "
+        "held-out reward accuracy per seed (and greedy exact match before and after)",
+        command="jaxrl train sft --task addition --seed S --run-dir runs/sft-S && "
+        "jaxrl train dpo --task addition --model runs/sft-S --seed S",
+        minutes=4,
+        runner="lm_pipeline",
+        canary="dpo",
+        algorithm="dpo",
+        seeds=5,
+        metric="eval_reward_accuracy",
+        unit="reward accuracy",
+        test="test_dpo_learning.py",
+        family="dpo",
+    ),
+    Entry(
+        name="grpo_addition",
+        label="addition after the SFT warm start: held-out pass@1 gain",
+        kind="learning",
+        tier="full",
+        measures="GRPO with every default (1,600 updates) after the default SFT warm start of "
+        "the same seed: held-out pass@1 gain (after - before) per seed",
+        command="jaxrl train sft --task addition --seed S --run-dir runs/sft-S && "
+        "jaxrl train grpo --task addition --model runs/sft-S --seed S",
+        minutes=35,
+        runner="lm_pipeline",
+        canary="grpo",
+        algorithm="grpo",
+        seeds=5,
+        metric="pass@1_gain",
+        unit="pass@1 gain",
+        test="test_grpo_learning.py",
+        family="grpo",
+    ),
+    Entry(
+        name="ppo_lm_addition",
+        label="addition after the SFT warm start, 800 updates: held-out pass@1 gain",
+        kind="learning",
+        tier="full",
+        measures="PPO-LM with its defaults for 800 updates after the default SFT warm start "
+        "of the same seed: held-out pass@1 gain (after - before) per seed",
+        command="jaxrl train sft --task addition --seed S --run-dir runs/sft-S && "
+        "jaxrl train ppo-lm --task addition --model runs/sft-S --seed S "
+        f"--total-steps {800 * COMPLETIONS_PER_UPDATE}",
+        minutes=25,
+        runner="lm_pipeline",
+        canary="ppo-lm",
+        algorithm="ppo-lm",
+        seeds=5,
+        overrides={"total_steps": 800 * COMPLETIONS_PER_UPDATE},
+        metric="pass@1_gain",
+        unit="pass@1 gain",
+        test="test_ppo_lm_learning.py",
+        family="ppo-lm",
+    ),
+    # --- speed, against a peer (needs a quiet machine: load average below 1.5)
+    _speed(
+        "ppo_throughput",
+        "ppo_throughput.py",
+        "ppo",
+        "rejax, Stable-Baselines3",
+        "PPO on CartPole-v1, environment steps per second of training",
+    ),
+    _speed(
+        "env_throughput",
+        "env_throughput.py",
+        None,
+        "gymnax",
+        "environment steps per second of every environment, vmapped copies",
+    ),
+    _speed(
+        "offpolicy_throughput",
+        "offpolicy_throughput.py",
+        "sac",
+        "rejax, sbx, Stable-Baselines3",
+        "DQN on CartPole-v1 and SAC on Pendulum-v1, environment steps per second",
+    ),
+    _speed(
+        "agent_execution",
+        "agent_execution.py",
+        "sac",
+        "vmap against map (jaxrl's two agent executions)",
+        "environment steps per second of 16 agents, batched or one after another",
+    ),
+    _speed(
+        "dreamer_throughput",
+        "dreamer_throughput.py",
+        "dreamer",
+        "danijar/dreamerv3",
+        "seconds per Dreamer training step on matched workloads",
+    ),
+    _speed(
+        "grpo_step",
+        "grpo_step.py",
+        "grpo",
+        "TRL",
+        "seconds per GRPO step (sample, score, learn) on 3-digit addition",
+    ),
+    _speed(
+        "lm_sampling",
+        "lm_sampling.py",
+        None,
+        "Hugging Face transformers",
+        "tokens per second of KV-cached sampling",
+    ),
+    # --- durations
+    Entry(
+        name="default_suite_duration",
+        kind="duration",
+        tier="full",
+        measures="wall time of the default test suite (`pytest`, two workers)",
+        command="pytest",
+        minutes=15,
+        runner="pytest",
+    ),
+)
+
+
+def names() -> list[str]:
+    """Every result's name, in registry order."""
+    return [e.name for e in ENTRIES]
+
+
+def get(name: str) -> Entry:
+    """The entry called `name` (KeyError naming the known ones otherwise)."""
+    for entry in ENTRIES:
+        if entry.name == name:
+            return entry
+    raise KeyError(f"unknown result {name!r}; known: {', '.join(names())}")
+
+
+def tier(which: Tier) -> list[Entry]:
+    """The entries of a tier: "ci" (minutes in all) or "full" (every entry)."""
+    return [e for e in ENTRIES if which == "full" or e.tier == "ci"]

@@ -1,0 +1,314 @@
+"""Reproduce any published result: `python -m benchmarks.reproduce`.
+
+    python -m benchmarks.reproduce --list                  # every result, its tier and cost
+    python -m benchmarks.reproduce --only ppo_cartpole     # one (or several) by name
+    python -m benchmarks.reproduce --tier ci               # the cheap ones (minutes)
+    python -m benchmarks.reproduce --tier full             # everything (hours; says how long)
+    python -m benchmarks.reproduce --write-docs            # tables and figures from the files
+
+Each result (benchmarks/registry.py) writes `benchmarks/results/<name>.json`, rewritten
+in place (history is git's): the commit, date, CPU model and core count, load average
+at the start, package versions, the per-seed values and their aggregate (IQM with a
+95% stratified-bootstrap interval, mean, std; benchmarks/stats.py), the wall time, and
+the canary of its algorithm (benchmarks/canaries.py), which tests/benchmarks/
+test_canaries.py recomputes to find results that the code has left behind.
+
+A machine busier than `QUIET_LOAD` (1-minute load average) at the start is recorded
+as loaded in the file, and generated tables mark the result; speed results measured
+so are not worth publishing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import importlib.metadata
+import json
+import os
+import pathlib
+import platform
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+from benchmarks import canaries, registry, stats
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+QUIET_LOAD = 1.5
+PACKAGES = ("jax", "jaxlib", "flax", "optax", "numpy")
+CURVE_POINTS = 40  # a learning curve is kept at this many points (enough for a figure)
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo; the platform's processor elsewhere)."""
+    with contextlib.suppress(OSError):
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
+
+
+def commit() -> str:
+    """HEAD's hash, with "-dirty" when the code differs from it (a result measured on
+    uncommitted code is not reproducible from its commit alone)."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=ROOT, capture_output=True, text=True, check=False
+        ).stdout.strip()
+
+    head = git("rev-parse", "HEAD") or "unknown"
+    # What decides the numbers: the library and the entry's configuration and canary
+    # (not the results files, which a batch rewrites as it goes).
+    code = ("jaxrl", "envs", "benchmarks/registry.py", "benchmarks/canaries.py")
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", *code)
+    return head + ("-dirty" if dirty else "")
+
+
+def provenance() -> dict[str, Any]:
+    """Where and when a result was measured: what a reader needs to trust or rerun it."""
+    load = os.getloadavg()
+    versions = {}
+    for package in PACKAGES:
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            versions[package] = None
+    return {
+        "commit": commit(),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "cpu": cpu_model(),
+        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "load_average_at_start": [round(x, 2) for x in load],
+        "loaded": round(load[0], 2) > QUIET_LOAD,
+        "python": platform.python_version(),
+        "packages": versions,
+    }
+
+
+def _curve(metrics: list[dict[str, Any]], key: str = "episode_return") -> dict[str, list]:
+    """A compact learning curve: the mean over agents of `key` against environment steps,
+    at most CURVE_POINTS points (rows without a finished episode are skipped)."""
+    import numpy as np
+
+    points = []
+    for row in metrics:
+        values = [v for v in np.ravel(np.asarray(row.get(key, []), dtype=float)) if v == v]
+        if values and "env_steps" in row:
+            points.append((int(row["env_steps"]), float(np.mean(values))))
+    step = max(1, len(points) // CURVE_POINTS)
+    kept = points[::step]
+    if points and kept[-1] != points[-1]:
+        kept.append(points[-1])
+    return {"env_steps": [p[0] for p in kept], key: [round(p[1], 4) for p in kept]}
+
+
+def run_env(entry: registry.Entry) -> dict[str, Any]:
+    """A learning result in an environment: every seed in one program (vmapped)."""
+    import jaxrl
+
+    config_file = ROOT / entry.config_file if entry.config_file else None
+    result = jaxrl.train(
+        entry.algorithm,
+        env=entry.env,
+        config_file=config_file,
+        num_seeds=entry.seeds,
+        seed=0,
+        progress=False,
+        **entry.overrides,
+    )
+    summary = result.summary
+    return {
+        "per_seed": [float(x) for x in summary[entry.metric]],
+        "curve": _curve(result.metrics),
+        "details": {k: summary.get(k) for k in ("steps_per_second", "compile_seconds")},
+    }
+
+
+def run_task(entry: registry.Entry) -> dict[str, Any]:
+    """A learning result of a language-model algorithm on its task, seeds vmapped."""
+    import jaxrl
+
+    with tempfile.TemporaryDirectory() as run_dir:
+        summary = jaxrl.train(
+            entry.algorithm,
+            num_seeds=entry.seeds,
+            seed=0,
+            progress=False,
+            run_dir=run_dir,
+            **entry.overrides,
+        ).summary
+    keep = ("train_seconds", "compile_seconds", "stopped_at_samples_per_agent")
+    return {
+        "per_seed": [float(x) for x in summary[entry.metric]],
+        "details": {k: summary.get(k) for k in keep},
+    }
+
+
+def run_lm_pipeline(entry: registry.Entry) -> dict[str, Any]:
+    """Per seed: the default SFT warm start, then the entry's algorithm from it."""
+    import jaxrl
+
+    per_seed, details = [], []
+    for seed in range(entry.seeds):
+        with tempfile.TemporaryDirectory() as tmp:
+            sft_dir = pathlib.Path(tmp) / "sft"
+            warm = jaxrl.train("sft", seed=seed, progress=False, run_dir=str(sft_dir)).summary
+            summary = jaxrl.train(
+                entry.algorithm,
+                model=str(sft_dir),
+                seed=seed,
+                progress=False,
+                **entry.overrides,
+            ).summary
+        if entry.metric == "pass@1_gain":
+            value = summary["pass@1_after"] - summary["pass@1_before"]
+        else:
+            value = summary[entry.metric]
+        per_seed.append(float(value))
+        wanted = ("pass@1_before", "pass@1_after", "eval_accuracy_before", "eval_accuracy")
+        details.append(
+            {
+                "seed": seed,
+                "sft_eval_accuracy": warm.get("eval_accuracy"),
+                **{k: summary[k] for k in wanted if k in summary},
+                "train_seconds": summary.get("train_seconds"),
+            }
+        )
+        print(f"  seed {seed}: {value:.4f}", flush=True)
+    return {"per_seed": per_seed, "details": details}
+
+
+def run_script(entry: registry.Entry) -> dict[str, Any]:
+    """A speed result: the benchmark script, its whole JSON kept under `raw`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = pathlib.Path(tmp) / "raw.json"
+        command = [sys.executable, *shlex.split(entry.command)[1:], "--out", str(out)]
+        subprocess.run(command, cwd=ROOT, check=True)
+        return {"raw": json.loads(out.read_text())}
+
+
+def run_pytest(entry: registry.Entry) -> dict[str, Any]:
+    """A duration: the wall time of the command (the default test suite)."""
+    start = time.perf_counter()
+    done = subprocess.run(shlex.split(entry.command), cwd=ROOT, check=False)
+    seconds = time.perf_counter() - start
+    return {"per_seed": [seconds], "details": {"exit_code": done.returncode}}
+
+
+RUNNERS = {
+    "env": run_env,
+    "task": run_task,
+    "lm_pipeline": run_lm_pipeline,
+    "script": run_script,
+    "pytest": run_pytest,
+}
+
+
+def measure(entry: registry.Entry) -> dict[str, Any]:
+    """Runs `entry` and returns its results file's content (not yet written)."""
+    record: dict[str, Any] = {
+        "name": entry.name,
+        "kind": entry.kind,
+        "measures": entry.measures,
+        "command": entry.command,
+        "reproduce": f"python -m benchmarks.reproduce --only {entry.name}",
+        "seeds": entry.seeds,
+        "overrides": entry.overrides,
+        "peer": entry.peer,
+        **provenance(),
+    }
+    start = time.perf_counter()
+    measured = RUNNERS[entry.runner](entry)
+    record["wall_seconds"] = round(time.perf_counter() - start, 1)
+    record["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    if "per_seed" in measured:
+        record["per_seed"] = measured.pop("per_seed")
+        record["aggregate"] = stats.aggregate(record["per_seed"])
+    record.update(measured)
+    record["canary"] = (
+        {"name": entry.canary, "metrics": canaries.compute(entry.canary)} if entry.canary else None
+    )
+    return record
+
+
+def write(record: dict[str, Any]) -> pathlib.Path:
+    """Writes a results file in place (never a renamed copy)."""
+    path = RESULTS / f"{record['name']}.json"
+    path.write_text(json.dumps(record, indent=1, sort_keys=False) + "\n")
+    return path
+
+
+def _list() -> None:
+    width = max(len(n) for n in registry.names())
+    for e in registry.ENTRIES:
+        path = RESULTS / f"{e.name}.json"
+        state = "measured" if path.exists() else "not measured"
+        print(f"{e.name:<{width}}  {e.tier:<4}  {e.kind:<8}  ~{e.minutes:g} min  {state}")
+        seeds = f"{e.seeds} seeds, " if e.seeds else ""
+        budget = f"overrides {e.overrides}, " if e.overrides else ""
+        print(f"{'':<{width}}  {e.measures}")
+        print(f"{'':<{width}}  {seeds}{budget}`{e.command}`")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.reproduce",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--list", action="store_true", help="list every result and exit")
+    group.add_argument("--only", nargs="+", metavar="NAME", help="measure these results")
+    group.add_argument("--tier", choices=("ci", "full"), help="measure a whole tier")
+    group.add_argument(
+        "--write-docs", action="store_true", help="write the generated tables and figures"
+    )
+    args = parser.parse_args(argv)
+    if args.list:
+        _list()
+        return 0
+    if args.write_docs:
+        from benchmarks import docs
+
+        docs.write_all()
+        return 0
+    if args.only:
+        unknown = [n for n in args.only if n not in registry.names()]
+        if unknown:
+            print(
+                f"unknown result {unknown[0]!r}; known: {', '.join(registry.names())}",
+                file=sys.stderr,
+            )
+            return 2
+        entries = [registry.get(n) for n in args.only]
+    else:
+        entries = registry.tier(args.tier)
+    minutes = sum(e.minutes for e in entries)
+    if args.tier == "full":
+        print(
+            f"warning: --tier full measures {len(entries)} results, about {minutes / 60:.1f} "
+            "hours on a quiet 2-core CPU; speed results need load average below "
+            f"{QUIET_LOAD}",
+            file=sys.stderr,
+            flush=True,
+        )
+    for entry in entries:
+        load = os.getloadavg()[0]
+        note = f" (loaded: load average {load:.2f} > {QUIET_LOAD})" if load > QUIET_LOAD else ""
+        print(f"{entry.name}: ~{entry.minutes:g} min{note}", flush=True)
+        record = measure(entry)
+        path = write(record)
+        agg = record.get("aggregate")
+        shown = f"IQM {agg['iqm']:.4g} {agg['iqm_ci95']}" if agg else "raw kept"
+        print(f"{entry.name}: {shown}, {record['wall_seconds']:.0f} s -> {path}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
