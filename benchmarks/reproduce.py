@@ -9,7 +9,7 @@
 Each result (benchmarks/registry.py) writes `benchmarks/results/<name>.json`, rewritten
 in place (history is git's): the commit, date, CPU model and core count, load average
 at the start, package versions, the per-seed values and their aggregate (IQM with a
-95% stratified-bootstrap interval, mean, std; benchmarks/stats.py), the wall time, and
+95% stratified-bootstrap interval, mean, std; jaxrl/stats.py), the wall time, and
 the canary of its algorithm (benchmarks/canaries.py), which tests/benchmarks/
 test_canaries.py recomputes to find results that the code has left behind.
 
@@ -35,7 +35,8 @@ import tempfile
 import time
 from typing import Any
 
-from benchmarks import canaries, registry, stats
+from benchmarks import canaries, registry
+from jaxrl import stats
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"

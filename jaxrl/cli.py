@@ -5,7 +5,7 @@ jaxrl train ppo --env CartPole-v1 ...    train (every hyperparameter is a flag)
 jaxrl train sft --task addition          train a language model
 jaxrl eval RUN_DIR                       evaluate a run's latest checkpoint
 jaxrl plan grpo --topology v5e:4x4 ...    compile the steps for a TPU slice: fits?
-jaxrl plot RUN_DIR...                    learning curves, mean and spread over seeds
+jaxrl plot RUN_DIR... [--kind iqm]       learning curves; IQMs with intervals; profiles
 
 Expected errors (a bad flag, a missing file or optional dependency) print one
 `jaxrl: error: ...` line and exit with status 2; anything unexpected prints one
@@ -241,12 +241,22 @@ def _build_parser(argv: Sequence[str] = ()) -> _Parser:
     p_plot = sub.add_parser("plot", help="plot learning curves of one or more runs")
     p_plot.add_argument("run_dirs", nargs="+", help="run directories, one curve each")
     p_plot.add_argument(
-        "-o", "--output", help="image file (default: curves.png in the first run directory)"
+        "-o",
+        "--output",
+        help="image file (default: KIND.png, e.g. curves.png, in the first run directory)",
     )
     p_plot.add_argument(
         "--metric",
         help="metrics.jsonl field to plot (default: the algorithm's headline metric, e.g. "
         "episode_return)",
+    )
+    p_plot.add_argument(
+        "--kind",
+        choices=("curves", "iqm", "profile"),
+        default="curves",
+        help="curves: learning curves, mean and std over seeds; iqm: each run's "
+        "interquartile mean of its seeds' final scores with a 95%% bootstrap interval; "
+        "profile: the fraction of seeds above each final score (default: %(default)s)",
     )
     p_plot.add_argument("--force", action="store_true", help="overwrite an existing --output")
     p_plot.set_defaults(handler=_cmd_plot)
@@ -732,13 +742,13 @@ def _eval_report(
 def _cmd_plot(args: argparse.Namespace) -> int:
     from jaxrl.plotting import check_output_format, plot_runs
 
-    output = pathlib.Path(args.output or pathlib.Path(args.run_dirs[0]) / "curves.png")
+    output = pathlib.Path(args.output or pathlib.Path(args.run_dirs[0]) / f"{args.kind}.png")
     check_output_format(output)
     if args.output and output.exists() and not args.force:
         raise cfg.ConfigError(
             f"invalid --output={str(output)!r}: it exists; pass --force to replace it"
         )
-    plot_runs(args.run_dirs, str(output), metric=args.metric)
+    plot_runs(args.run_dirs, str(output), metric=args.metric, kind=args.kind)
     print(f"wrote {output}")
     return 0
 

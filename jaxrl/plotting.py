@@ -1,9 +1,16 @@
-"""Learning-curve plots from run directories (matplotlib, an optional dependency).
+"""Plots of run directories (matplotlib, an optional dependency): learning curves, and
+aggregates across seeds and runs.
 
 By default a run's curve is its algorithm's declared `headline_metric` (episode return
 in an environment, accuracy on a language-model task) against its progress unit
 (environment steps, samples); both come from the algorithm's class through the
 registry, not from guesses about its config.
+
+The aggregate plots (Agarwal et al. 2021) compare runs by their seeds' final scores
+(`final_scores`: each seed's mean of the metric over the last 10% of its logged rows):
+`iqm_figure`, the interquartile mean of each run (and sweep point) with its 95%
+stratified-bootstrap interval, and `profile_figure`, the fraction of seeds whose final
+score exceeds each threshold (`jaxrl.stats`).
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from jaxrl import algorithms
+from jaxrl import algorithms, stats
 from jaxrl import config as cfg
 from jaxrl.training.contract import TARGET_FIELDS
 
@@ -112,14 +119,24 @@ def load_curves(
     return curves
 
 
+FINAL_FRACTION = 0.1
+"""The last fraction of a run's logged rows its final score averages (at least one)."""
+KINDS = ("curves", "iqm", "profile")
+
+
 def plot_runs(
     run_dirs: Sequence[str | pathlib.Path],
     output: str | pathlib.Path,
     metric: str | None = None,
+    kind: str = "curves",
 ) -> None:
-    """Writes `curves_figure(run_dirs, metric)` to `output`."""
+    """Writes the `kind` figure of the runs to `output`: learning curves
+    (`curves_figure`), IQMs with intervals (`iqm_figure`) or performance profiles
+    (`profile_figure`)."""
+    cfg.check(kind in KINDS, "--kind", kind, f"one of {list(KINDS)}")
     plt = _matplotlib()
-    fig = curves_figure(run_dirs, metric)
+    figure = {"curves": curves_figure, "iqm": iqm_figure, "profile": profile_figure}[kind]
+    fig = figure(run_dirs, metric)
     fig.savefig(output, dpi=120)
     plt.close(fig)
 
@@ -175,3 +192,68 @@ def _targets(resolved: Sequence[dict[str, Any]]) -> str:
         if name not in names:
             names.append(name)
     return ", ".join(names)
+
+
+def final_scores(
+    run_dirs: Sequence[str | pathlib.Path], metric: str | None = None
+) -> dict[str, np.ndarray]:
+    """Per run and sweep point (`load_curves`' labels), each seed's final score: its mean
+    of `metric` over the last `FINAL_FRACTION` of the logged rows (NaN for a seed with
+    no value there, e.g. no episode ended; those seeds are left out)."""
+    scores = {}
+    for run_dir in run_dirs:
+        for label, (_, values) in load_curves(run_dir, metric).items():
+            last = values[-max(1, int(np.ceil(FINAL_FRACTION * len(values)))) :]
+            counts = np.sum(~np.isnan(last), axis=0)
+            totals = np.where(np.isnan(last), 0.0, last).sum(axis=0)
+            finals = np.where(counts > 0, totals / np.maximum(counts, 1), np.nan)
+            scores[label] = finals[~np.isnan(finals)]
+    return scores
+
+
+def _metric_name(run_dirs: Sequence[str | pathlib.Path], metric: str | None) -> str:
+    resolved = json.loads((pathlib.Path(run_dirs[0]) / "config.json").read_text())
+    return (metric or algorithms.get(resolved["algorithm"]).headline_metric).replace("_", " ")
+
+
+def iqm_figure(run_dirs: Sequence[str | pathlib.Path], metric: str | None = None) -> Any:
+    """Each run's (and sweep point's) interquartile mean of its seeds' final scores,
+    with the 95% stratified-bootstrap interval, one row each (Agarwal et al. 2021)."""
+    plt = _matplotlib()
+    scores = final_scores(run_dirs, metric)
+    labels = [label for label, values in scores.items() if values.size]
+    fig, ax = plt.subplots(figsize=(7, 1.2 + 0.45 * len(labels)))
+    for row, label in enumerate(labels):
+        values = scores[label]
+        center = stats.iqm(values)
+        low, high = stats.stratified_bootstrap_ci(values)
+        ax.errorbar(center, row, xerr=[[center - low], [high - center]], fmt="o", capsize=4)
+    ax.set_yticks(range(len(labels)), [f"{lb} (n={scores[lb].size})" for lb in labels])
+    ax.invert_yaxis()
+    ax.set_xlabel(f"final {_metric_name(run_dirs, metric)}")
+    ax.set_title("IQM over seeds, 95% stratified-bootstrap interval", fontsize=10)
+    ax.grid(alpha=0.3, axis="x")
+    fig.tight_layout()
+    return fig
+
+
+def profile_figure(run_dirs: Sequence[str | pathlib.Path], metric: str | None = None) -> Any:
+    """Performance profiles: per run (and sweep point), the fraction of its seeds whose
+    final score exceeds each threshold, over the range of every run's scores."""
+    plt = _matplotlib()
+    scores = {label: v for label, v in final_scores(run_dirs, metric).items() if v.size}
+    every = np.concatenate(list(scores.values())) if scores else np.zeros(1)
+    span = max(float(every.max() - every.min()), 1e-9)
+    taus = np.linspace(every.min() - 0.05 * span, every.max() + 0.05 * span, 200)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label, values in scores.items():
+        ax.plot(taus, stats.performance_profile(values, taus), label=f"{label} (n={values.size})")
+    name = _metric_name(run_dirs, metric)
+    ax.set_xlabel(f"final {name} threshold \u03c4")
+    ax.set_ylabel("fraction of seeds with score > \u03c4")
+    ax.set_title(f"performance profile: {name}", fontsize=10)
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -399,6 +399,34 @@ def test_plot_reads_the_headline_metric_and_progress_unit_by_default(reference_r
     np.testing.assert_array_equal(values, expected)
 
 
+def test_aggregate_plots_iqm_and_performance_profile(reference_run, tmp_path, capsys):
+    """Issue 31, item 7: each sweep point's seeds' final scores as an IQM with its
+    bootstrap interval, and as a performance profile; from the CLI, as PNG files."""
+    from jaxrl import stats
+    from jaxrl.plotting import final_scores, iqm_figure, profile_figure
+
+    rows = [json.loads(line) for line in (reference_run / "metrics.jsonl").read_text().splitlines()]
+    scores = final_scores([reference_run])
+    assert [len(v) for v in scores.values()] == [2, 2]  # lr 1e-3 and 3e-4, two seeds each
+    last = rows[-max(1, int(np.ceil(0.1 * len(rows)))) :]
+    seed0 = [r["episode_return"][0] for r in last if r["episode_return"][0] is not None]
+    assert list(scores.values())[0][0] == pytest.approx(np.mean(seed0))
+
+    (axes,) = iqm_figure([reference_run]).axes
+    assert len(axes.get_yticklabels()) == 2 and "IQM over seeds" in axes.get_title()
+    (axes,) = profile_figure([reference_run]).axes
+    for line, values in zip(axes.get_lines(), scores.values(), strict=True):
+        np.testing.assert_allclose(
+            line.get_ydata(), stats.performance_profile(values, line.get_xdata())
+        )
+        assert line.get_ydata()[0] == 1.0 and line.get_ydata()[-1] == 0.0
+
+    for kind in ("iqm", "profile"):
+        output = tmp_path / f"{kind}.png"
+        assert cli.main(["plot", str(reference_run), "-o", str(output), "--kind", kind]) == 0
+        assert output.read_bytes().startswith(PNG_MAGIC)
+
+
 def test_plot_unknown_metric(reference_run, tmp_path, capsys):
     assert (
         cli.main(["plot", str(reference_run), "-o", str(tmp_path / "x.png"), "--metric", "reward"])

@@ -1,4 +1,5 @@
-"""Aggregates of per-seed results: interquartile mean with a stratified-bootstrap interval.
+"""Aggregates of per-seed results: interquartile mean with a stratified-bootstrap interval,
+and performance profiles.
 
 Agarwal et al. 2021, "Deep Reinforcement Learning at the Edge of the Statistical
 Precipice" (NeurIPS), recommend reporting the interquartile mean (IQM, the 25%-trimmed
@@ -7,8 +8,13 @@ package computes it, but rliable 1.2.0 does not import next to this project's pa
 (its `arch<8` dependency fails on pandas 3: `deprecate_kwarg() missing ... new_arg_name`),
 so this module implements the two pieces rliable's `metrics.aggregate_iqm` and
 `library.get_interval_estimates(..., method="percentile")` are made of, and
-tests/benchmarks/test_stats.py checks them against scipy's trimmed mean and against the
+tests/test_stats.py checks them against scipy's trimmed mean and against the
 exact bootstrap distribution enumerated over every resample.
+
+`performance_profile` is rliable's score distribution (Agarwal et al. 2021, sec. 4.1):
+the fraction of runs whose score exceeds each threshold, a curve that shows the whole
+distribution rather than one statistic of it. `jaxrl plot --kind iqm|profile` draws both
+from run directories; the results files of `benchmarks/` report `aggregate`.
 
 Scores are a `(runs, tasks)` array, as in rliable; a result of one environment is one
 task. "Stratified" means each task's runs are resampled with replacement on their own
@@ -74,3 +80,11 @@ def aggregate(values: list[float]) -> dict[str, float | int | list[float]]:
         "mean": float(x.mean()),
         "std": float(x.std(ddof=1)) if x.size > 1 else 0.0,
     }
+
+
+def performance_profile(scores: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
+    """The fraction of all runs (of every task) whose score is above each threshold:
+    rliable's run-score distribution, 1 at thresholds below every score, 0 above."""
+    flat = np.asarray(scores, np.float64).ravel()
+    taus = np.asarray(thresholds, np.float64)
+    return (flat[None, :] > taus[:, None]).mean(axis=1)

@@ -1,19 +1,15 @@
-"""benchmarks/stats.py: the IQM and its stratified-bootstrap interval (Agarwal et al.
+"""jaxrl/stats.py: the IQM and its stratified-bootstrap interval (Agarwal et al.
 2021), checked against scipy's trimmed mean (what rliable's `aggregate_iqm` calls) and
 against the exact bootstrap distribution, enumerated over every resample."""
 
 from __future__ import annotations
 
 import itertools
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from benchmarks import stats  # noqa: E402
+from jaxrl import stats
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 8, 10])
@@ -62,3 +58,9 @@ def test_aggregate_is_deterministic_and_complete() -> None:
     assert a["iqm"] == pytest.approx((480 + 499 + 500) / 3)
     assert a["iqm_ci95"][0] <= a["iqm"] <= a["iqm_ci95"][1]
     assert stats.aggregate([1.0])["std"] == 0.0
+
+
+def test_performance_profile_is_the_fraction_of_runs_above_each_threshold():
+    scores = np.array([[1.0, 10.0], [2.0, 20.0], [3.0, 30.0]])  # 3 runs x 2 tasks
+    profile = stats.performance_profile(scores, np.array([0.0, 1.0, 2.5, 25.0, 30.0]))
+    np.testing.assert_allclose(profile, [1.0, 5 / 6, 4 / 6, 1 / 6, 0.0])
