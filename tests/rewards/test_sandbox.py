@@ -14,6 +14,7 @@ from jaxrl.rewards import score
 from jaxrl.rewards.sandbox import (
     _UID_BASE,
     Limits,
+    checks,
     code_reward,
     extract_code,
     isolation,
@@ -89,16 +90,16 @@ def test_nothing_outlives_its_program():
 
 
 @pytest.mark.skipif(not isolation().namespaces, reason="no namespaces on this machine")
-def test_namespaces_cut_the_network_and_make_tmp_read_only(tmp_path):
+def test_namespaces_cut_the_network_and_give_a_private_tmp(tmp_path):
     probe = f"/tmp/jaxrl-sandbox-probe-{os.getpid()}"
     tests = [
         "import socket\nassert [n for _, n in socket.if_nameindex()] == ['lo']",
-        f"try:\n    open({probe!r}, 'w')\nexcept OSError:\n"
-        "    pass\nelse:\n    raise AssertionError('wrote to /tmp')",
+        f"open({probe!r}, 'w').write('private')\nassert open({probe!r}).read() == 'private'",
         "open('scratch.txt', 'w').write('ok')\nassert open('scratch.txt').read() == 'ok'",
+        "import os\nassert os.getcwd() == '/tmp' and not os.path.exists('/home/x')",
     ]
-    assert run("", tests, LIMITS).passed == 3
-    assert not os.path.exists(probe)
+    assert run("", tests, LIMITS).passed == 4
+    assert not os.path.exists(probe)  # the program's /tmp was its own
 
 
 def test_a_batch_of_sleepers_takes_about_the_slowest_not_the_sum():
@@ -117,10 +118,35 @@ def test_extract_code_takes_the_last_fenced_block():
     assert extract_code("x = 3") == "x = 3"
 
 
+def test_literal_asserts_are_checked_outside_the_program():
+    split = checks.split(
+        "x = 3\nassert double(x) == 6\nassert 10 > double(1)\nassert double(0) in (0,)"
+    )
+    assert split.probe == "x = 3\n__report__(0, double(x))\n__report__(1, double(1))\n" + (
+        "__report__(2, double(0))"
+    )
+    assert [(c.op, c.expected) for c in split.checks] == [("Eq", 6), ("Lt", 10), ("In", (0,))]
+    assert checks.split("assert f(1) == f(2)").checks == ()  # no literal: run as it is
+    lines = [b'["v", 0, 0, 6]', b'["v", 0, 1, {"f": "1.5"}]', b'["v", 0, 2, 0]', b'["done", 0]']
+    assert checks.judge([split], lines) == {0}
+    assert checks.judge([split], lines[:3]) == set()  # never finished
+    assert checks.judge([split], [*lines, b'["v", 0, 0, 7]']) == set()  # a second guess
+    assert checks.judge([split], [b'["v", 0, 0, {"x": "A"}]', *lines[1:]]) == set()
+
+
+def test_reported_values_decode_to_exact_builtin_types():
+    value = {"d": [{"t": [{"t": [1, "a"]}, {"fs": [{"b": "00ff"}, None]}]}]}
+    assert checks.decode(value) == {(1, "a"): frozenset({b"\x00\xff", None})}
+    assert checks.decode({"l": [{"c": ["1.0", "-2.0"]}, True]}) == [1 - 2j, True]
+    with pytest.raises(ValueError):
+        checks.decode({"q": 1})
+
+
 @pytest.mark.parametrize(
     ("options", "field"),
     [
         ({"timeout": 0}, "timeout"),
+        ({"disk_mb": 0}, "disk_mb"),
         ({"memory_mb": -1}, "memory_mb"),
         ({"open_files": 3}, "open_files"),
     ],
