@@ -25,6 +25,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -41,43 +42,64 @@ DOUBLE = "def double(x):\n    return 2 * x\n"
 TESTS = ["assert double(2) == 4", "assert double(-3) == -6"]
 
 
-def _isolation(mode: str) -> Any:
-    """The sandbox's `Isolation` for `mode`, for the code at this commit."""
-    from jaxrl.rewards import sandbox
+class _Impl:
+    """One sandbox implementation: this checkout's, or the module of an older commit
+    (`jaxrl/rewards/sandbox.py` before issue 30), loaded beside it for a fair,
+    interleaved comparison under the same load."""
 
-    fields = {f.name for f in __import__("dataclasses").fields(sandbox.Isolation)}
-    if "mode" in fields:  # this branch's sandbox: one mode name
-        return sandbox.forced_isolation(mode)
-    # the sandbox before issue 30: flags; a non-root user is measured by its mechanism
-    # (unshare --map-root-user), run as root
-    return sandbox.Isolation(namespaces=mode != "none", own_uid=mode != "user")
+    def __init__(self, commit: str | None) -> None:
+        import dataclasses
+
+        if commit is None:
+            from jaxrl.rewards.sandbox import core
+
+            self.module, self.flags = core, False
+        else:
+            import importlib.util
+            import tempfile
+
+            source = subprocess.run(
+                ["git", "show", f"{commit}:jaxrl/rewards/sandbox.py"],
+                cwd=ROOT, capture_output=True, text=True, check=True,
+            ).stdout  # fmt: skip
+            path = Path(tempfile.mkdtemp(prefix="jaxrl-sandbox-before-")) / "sandbox.py"
+            path.write_text(source)
+            name = "jaxrl.rewards._sandbox_before"  # a sibling: its `.base` import works
+            spec = importlib.util.spec_from_file_location(name, path)
+            self.module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = self.module
+            spec.loader.exec_module(self.module)
+            fields = {f.name for f in dataclasses.fields(self.module.Isolation)}
+            self.flags = "namespaces" in fields and "mode" not in fields
+
+    def isolation(self, mode: str) -> Any:
+        if self.flags:  # before: flags; a non-root user's mechanism (unshare
+            # --map-root-user) is measured as root, since that code cannot run as nobody
+            return self.module.Isolation(namespaces=mode != "none", own_uid=mode != "user")
+        return self.module.forced_isolation(mode)
+
+    def run(self, iso: Any) -> Any:
+        return self.module._run(DOUBLE, TESTS, self.module.Limits(), iso)
 
 
-def _measure(mode: str, n: int, batch: int) -> dict[str, Any]:
-    from jaxrl.rewards import blocks, sandbox
-    from jaxrl.tasks import Example
+def _measure(impl: _Impl, mode: str, n: int, batch: int) -> dict[str, Any]:
+    from concurrent.futures import ThreadPoolExecutor
 
-    iso = _isolation(mode)
-    limits = sandbox.Limits()
+    iso = impl.isolation(mode)
     load = os.getloadavg()[0]
-    for _ in range(2):  # warm up (page cache, the probe)
-        sandbox._run(DOUBLE, TESTS, limits, iso)
+    for _ in range(2):  # warm up (page cache, the seccomp filter, cgroups)
+        impl.run(iso)
     times = []
     for _ in range(n):
         start = time.perf_counter()
-        result = sandbox._run(DOUBLE, TESTS, limits, iso)
+        result = impl.run(iso)
         times.append(time.perf_counter() - start)
         assert result.passed == 2, result
-    original = sandbox.isolation
-    sandbox.isolation = lambda: iso  # `score` runs through `run`, which asks for the mode
-    try:
-        block = sandbox.code_reward(TESTS, limits=limits, max_workers=8)
-        start = time.perf_counter()
-        scores = blocks.score(block, [DOUBLE] * batch, [Example("p", "")] * batch)
-        batch_seconds = time.perf_counter() - start
-    finally:
-        sandbox.isolation = original
-    assert scores.rewards.tolist() == [1.0] * batch, scores
+    start = time.perf_counter()
+    with ThreadPoolExecutor(8) as pool:  # as `score` runs a code block: 8 at a time
+        results = list(pool.map(lambda _: impl.run(iso), range(batch)))
+    batch_seconds = time.perf_counter() - start
+    assert all(r.passed == 2 for r in results), results
     return {
         "load_average_at_start": round(load, 2),
         "programs": n,
@@ -88,28 +110,21 @@ def _measure(mode: str, n: int, batch: int) -> dict[str, Any]:
     }
 
 
-def _measure_as_nobody(mode: str, n: int, batch: int) -> dict[str, Any]:
-    """`_measure` in a forked child running as uid 65534 (a non-root user)."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: drop to nobody, measure, send the JSON, exit
-        code = 1
-        try:
-            os.close(read)
-            os.setgroups([])
-            os.setresgid(NOBODY, NOBODY, NOBODY)
-            os.setresuid(NOBODY, NOBODY, NOBODY)
-            os.write(write, json.dumps(_measure(mode, n, batch)).encode())
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write)
-    with os.fdopen(read, "rb") as f:
-        data = f.read()
-    _, status = os.waitpid(pid, 0)
-    if status != 0 or not data:
-        raise RuntimeError(f"the measurement as uid {NOBODY} failed (status {status})")
-    return json.loads(data)
+def _measure_as_nobody(n: int, batch: int) -> dict[str, Any]:
+    """The "user" mode of this checkout, measured by this script run as uid 65534."""
+    from jaxrl.rewards.sandbox import launch
+
+    home = Path(tempfile.mkdtemp(prefix="jaxrl-bench-nobody-"))
+    try:
+        os.chown(home, NOBODY, NOBODY)
+        argv = [sys.executable, __file__, "--worker", str(n), str(batch)]
+        command = launch.unprivileged_command(argv, NOBODY, str(home), [str(ROOT)])
+        proc = subprocess.run(command, capture_output=True, text=True, check=False)
+    finally:
+        launch.remove_tree(str(home))
+    if proc.returncode != 0:
+        raise RuntimeError(f"the measurement as uid {NOBODY} failed: {proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def _provenance() -> dict[str, Any]:
@@ -176,28 +191,45 @@ def write_docs(results: dict[str, Any], readme: Path = README) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--label", default="after", help="the results' key (before, after)")
+    parser.add_argument("--label", default="after", help="the results' key")
+    parser.add_argument("--before", metavar="COMMIT", help="also measure this commit's sandbox")
     parser.add_argument("--n", type=int, default=30, help="programs per mode, one at a time")
-    parser.add_argument("--batch", type=int, default=16, help="programs in the `score` batch")
+    parser.add_argument("--batch", type=int, default=16, help="programs run 8 at a time")
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--write-docs", action="store_true", help="only rewrite the table")
+    parser.add_argument("--worker", nargs=2, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    if args.worker:  # run as uid 65534 by _measure_as_nobody
+        print(json.dumps(_measure(_Impl(None), "user", *args.worker)))
+        return
     results = json.loads(args.out.read_text()) if args.out.exists() else {"runs": {}}
     if args.write_docs:
         write_docs(results)
         return
     if os.geteuid() != 0:
         sys.exit("run as root: the modes root and none need it, user drops to uid 65534")
-    sys.path.insert(0, str(ROOT))
-    run = {"provenance": _provenance(), "modes": {}}
-    run["provenance"]["command"] = " ".join(["python", "benchmarks/sandbox_overhead.py", *sys.argv[1:]])
-    for mode in args.modes:
-        own = _isolation(mode)
-        measure = _measure_as_nobody if mode == "user" and "mode" in repr(own) else _measure
-        run["modes"][mode] = measure(mode, args.n, args.batch)
-        print(mode, run["modes"][mode], flush=True)
-    results["runs"][args.label] = run
+    impls = {args.label: _Impl(None)}
+    if args.before:
+        impls = {"before": _Impl(args.before), args.label: impls[args.label]}
+    runs = {}
+    for label in impls:
+        runs[label] = {"provenance": _provenance(), "modes": {}}
+        runs[label]["provenance"]["command"] = " ".join(
+            ["python", "benchmarks/sandbox_overhead.py", *(argv or sys.argv[1:])]
+        )
+        if label == "before":
+            runs[label]["provenance"]["commit"] = args.before
+    for mode in args.modes:  # the implementations back to back, mode by mode
+        for label, impl in impls.items():
+            if mode == "user" and not impl.flags:
+                cell = _measure_as_nobody(args.n, args.batch)
+            else:
+                cell = _measure(impl, mode, args.n, args.batch)
+            runs[label]["modes"][mode] = cell
+            print(label, mode, cell, flush=True)
+    results["runs"].update(runs)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {args.out}")

@@ -480,28 +480,6 @@ def test_attack(mode, name):
     assert run_attack(mode, name) == []
 
 
-def _nobody_command(base: Path) -> list[str]:
-    """This file as a script, as uid 65534, in a root-made bwrap with its own PID
-    namespace in which the Python install is traversable (it may sit under /root)."""
-    bwrap = sandbox.launch.bwrap_path()
-    # The host's PID namespace and /proc: a user namespace may mount a new proc only
-    # where one is fully visible (a proc mounted over the host's is not), and bwrap
-    # finds itself in /proc by its pid.
-    cmd = [bwrap, "--dev-bind", "/", "/", "--die-with-parent"]
-    for d in sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, REPO)}):
-        blocked = [a for a in reversed(Path(d).parents[:-1]) if not os.stat(a).st_mode & 0o001]
-        if blocked:  # a private ancestor: an empty one in its place, then the install
-            cmd += ["--perms", "0755", "--tmpfs", str(blocked[0])]
-            cmd += [arg for a in Path(d).parents[:-1] if blocked[0] in (a, *a.parents)
-                    for arg in ("--perms", "0755", "--dir", str(a))]  # fmt: skip
-            cmd += ["--ro-bind", d, d]
-    cmd += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-    cmd += ["--setenv", "HOME", str(base), "--setenv", "PYTHONPATH", str(REPO)]
-    cmd += ["--setenv", "JAXRL_BWRAP", bwrap, "--setenv", "TMPDIR", str(base)]
-    setpriv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-    return cmd + ["--", *setpriv, "--", sys.executable, __file__, "--helper"]
-
-
 @pytest.mark.skipif(
     sys.platform != "linux" or os.geteuid() != 0 or sandbox.launch.bwrap_path() is None,
     reason="needs root (to become uid 65534) and bwrap",
@@ -511,7 +489,8 @@ def test_attacks_as_an_unprivileged_user():
     try:
         os.chown(base, NOBODY, NOBODY)
         os.chmod(base, 0o700)
-        command = _nobody_command(base)
+        argv = [sys.executable, __file__, "--helper"]
+        command = sandbox.launch.unprivileged_command(argv, NOBODY, str(base), [str(REPO)])
         proc = subprocess.run(command, capture_output=True, text=True, timeout=300)
     finally:
         sandbox.launch.remove_tree(str(base))

@@ -110,6 +110,34 @@ def bwrap_command(
     return cmd
 
 
+def unprivileged_command(argv: list[str], uid: int, home: str, dirs: list[str]) -> list[str]:
+    """`argv` (a command of this Python) run by root as `uid`, to exercise or measure the
+    "user" mode: in a root-made bwrap whose mount namespace makes this Python's install
+    and `dirs` traversable (they may sit under a private /root) and passes on this bwrap
+    (`JAXRL_BWRAP`). It keeps the host's PID namespace and /proc: a user namespace may
+    mount a new proc only where one is fully visible, and bwrap finds itself in /proc."""
+    bwrap = bwrap_path()
+    if bwrap is None or os.geteuid() != 0:
+        raise RuntimeError("unprivileged_command needs root and bwrap")
+    cmd = [bwrap, "--dev-bind", "/", "/", "--die-with-parent"]
+    wanted = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, *dirs)}
+    for d in sorted(wanted):
+        parents = list(reversed(Path(d).parents[:-1]))
+        blocked = [a for a in parents if not os.stat(a).st_mode & 0o001]
+        if blocked:  # a private ancestor: an empty one in its place, then the install
+            cmd += ["--perms", "0755", "--tmpfs", str(blocked[0])]
+            for a in parents:
+                if blocked[0] in a.parents:
+                    cmd += ["--perms", "0755", "--dir", str(a)]
+            cmd += ["--ro-bind", d, d]
+    cmd += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    for name, value in (("HOME", home), ("TMPDIR", home), ("JAXRL_BWRAP", bwrap)):
+        cmd += ["--setenv", name, value]
+    cmd += ["--setenv", "PYTHONPATH", os.pathsep.join(dirs)]
+    setpriv = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+    return [*cmd, "--", *setpriv, "--", *argv]
+
+
 # ----------------------------------------------------------------------------- cgroups
 class Cgroups:
     """Per-slot memory cgroups (v2, or v1's memory hierarchy) where this process may
