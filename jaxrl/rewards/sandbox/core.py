@@ -178,7 +178,7 @@ def _start_and_wait(
         "seccomp": bpf.hex() if bpf and not iso.namespaces else None,
     }
     python = sys.executable if iso.mode == "root" else launch.interpreter(iso.own_uid)
-    command = [python, "-I", "-c", RUNNER, json.dumps(settings)]
+    command = [python, "-I", "-S", "-c", RUNNER, json.dumps(settings)]
     pass_fds = [res.fileno()]
     seccomp_read = None
     if iso.namespaces:

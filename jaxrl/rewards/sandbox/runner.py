@@ -1,7 +1,10 @@
 """The program's side: `RUNNER`, the Python source the sandboxed interpreter runs.
 
-It runs as `python -I -c RUNNER SETTINGS` inside the sandbox (standard library only;
-it may be a different Python from the trainer's). In order:
+It runs as `python -I -S -c RUNNER SETTINGS` inside the sandbox (standard library
+only; it may be a different Python from the trainer's). `-S` skips `site`, whose `.pth`
+files cost tens of milliseconds per program in a large environment; the runner puts
+the site-packages folders on `sys.path` itself, so installed packages still import
+(editable installs and other `.pth` hooks do not run). In order:
 
 1. limits: the rlimits of `SETTINGS`; SIGXFSZ back to its default (Python ignores it,
    so an oversized output would end as an exception, not as the kill it is);
@@ -65,6 +68,8 @@ def prepare(cfg):
         if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, prog, 0, 0) != 0:
             sys.exit("prctl(PR_SET_SECCOMP) failed")
     os.chdir(cfg["cwd"])
+    import site
+    sys.path.extend(p for p in site.getsitepackages() if os.path.isdir(p))
 
 def main():
     cfg = json.loads(sys.argv[1])
