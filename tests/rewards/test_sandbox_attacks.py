@@ -425,6 +425,14 @@ def attack_smaller(ctx: Ctx) -> list[str]:
         "import subprocess\n"
         "print('cmd', subprocess.run(['unshare', '-U', '-r', 'true']).returncode)\n"
     )
+    bomb = ctx.run(
+        WRONG + "import os, time\nn = 0\nwhile n < 100:\n    try:\n        pid = os.fork()\n"
+        "    except OSError:\n        break\n    if pid == 0:\n        time.sleep(30)\n"
+        "        os._exit(0)\n    n += 1\nprint('FORKED', n)\n"
+    )
+    forked = int(bomb.output.split("FORKED")[1].split()[0]) if "FORKED" in bomb.output else -1
+    if not 0 <= forked < LIMITS.max_processes:
+        problems.append(f"fork bomb: {forked} children under max_processes={LIMITS.max_processes}")
     for claim in ("unshare 0", "ptrace 0", "cmd 0"):
         if claim in nested.output:
             problems.append(f"{claim.split()[0]} succeeded")

@@ -22,10 +22,10 @@ process (see `checks.py`).
 wall-clock `timeout` (then SIGKILL to the whole tree); RLIMIT_CPU, RLIMIT_AS,
 RLIMIT_FSIZE (SIGXFSZ restored: an output flood ends "killed"), RLIMIT_NOFILE,
 RLIMIT_CORE=0 and RLIMIT_NPROC per process; output to a file of which the trainer reads
-`output_bytes`; a minimal environment; isolated Python (`-I`); a seccomp filter
-(`seccomp.py`: no mount, unshare, setns, namespace clones, ptrace, bpf, keyctl,
-perf_event_open, userfaultfd, io_uring, module loading, ... and no Unix sockets);
-no-new-privileges; clean-up that cannot raise or hang, and the slot always released.
+`output_bytes`; a minimal environment; isolated Python (`-I -S`, site-packages on the
+path); a seccomp filter (`seccomp.py`: no mount, unshare, setns, namespace clones,
+ptrace, bpf, keyctl, perf_event_open, userfaultfd, io_uring, module loading, ... and no
+Unix sockets); no-new-privileges; clean-up that cannot raise or hang, and the slot always released.
 
 * **root** (the trainer is root, bwrap works): bwrap builds a new root holding only the
   system's directories and Python's, read-only; new /proc and /dev; a private /tmp and
@@ -34,7 +34,7 @@ no-new-privileges; clean-up that cannot raise or hang, and the slot always relea
   own uid (`uid_base + slot`), which clears every capability, so RLIMIT_NPROC caps its
   process tree. Where cgroups are writable (v2, or v1's memory and pids), a per-slot
   cgroup caps the whole tree's memory (its tmpfs files included) at `memory_mb` and
-  its processes at `max_processes`, and lists what is left to kill. When the program
+  lists what is left to kill. When the program
   ends, the PID namespace's end kills every process it made.
 * **user** (a non-root user, bwrap in a user namespace): the same filesystem and
   namespaces; the program runs as the user's uid mapped into a user namespace with no

@@ -19,7 +19,8 @@ class Limits:
     """Memory of the whole program in MiB: a memory cgroup caps its process tree (and
     its files in /tmp) where one is available; RLIMIT_AS caps each process always."""
     max_processes: int = 32
-    """Processes of the program: a pids cgroup, or RLIMIT_NPROC of its user."""
+    """RLIMIT_NPROC: processes of the program's user (its own uid as root; in a user
+    namespace they are counted per namespace; without either, all of the user's)."""
     file_size_mb: float = 8.0
     """RLIMIT_FSIZE: largest file a program may write, its output included, in MiB."""
     disk_mb: float = 64.0
