@@ -25,7 +25,8 @@ RLIMIT_CORE=0 and RLIMIT_NPROC per process; output to a file of which the traine
 `output_bytes`; a minimal environment; isolated Python (`-I -S`, site-packages on the
 path); a seccomp filter (`seccomp.py`: no mount, unshare, setns, namespace clones,
 ptrace, bpf, keyctl, perf_event_open, userfaultfd, io_uring, module loading, ... and no
-Unix sockets); no-new-privileges; clean-up that cannot raise or hang, and the slot always released.
+Unix sockets); no-new-privileges; clean-up that cannot raise or hang, and the slot
+always released.
 
 * **root** (the trainer is root, bwrap works): bwrap builds a new root holding only the
   system's directories and Python's, read-only; new /proc and /dev; a private /tmp and
