@@ -13,6 +13,7 @@ from jaxrl.config import ConfigError
 from jaxrl.rewards import score
 from jaxrl.rewards.sandbox import (
     _UID_BASE,
+    MAX_SLOTS,
     Limits,
     checks,
     code_reward,
@@ -30,10 +31,12 @@ DOUBLE = "def double(x):\n    return 2 * x\n"
 
 
 def sandbox_processes() -> list[str]:
-    """Live (non-zombie) processes of sandbox uids on this machine."""
+    """Live (non-zombie) processes of this process's sandbox uids (other pytest workers
+    run sandboxes of their own at the same time)."""
     ps = subprocess.run(["ps", "-eo", "uid=,stat="], capture_output=True, text=True, check=True)
     rows = [line.split() for line in ps.stdout.splitlines()]
-    return [r[0] for r in rows if int(r[0]) >= _UID_BASE and not r[1].startswith("Z")]
+    ours = range(_UID_BASE + os.getpid() * MAX_SLOTS, _UID_BASE + (os.getpid() + 1) * MAX_SLOTS)
+    return [r[0] for r in rows if int(r[0]) in ours and not r[1].startswith("Z")]
 
 
 def test_correct_program_scores_one_and_a_wrong_one_the_fraction_passed():

@@ -152,13 +152,15 @@ def sysvipc() -> set[str]:
 # 1. Filesystem: remount writable, then write the user's files and read their secrets.
 def attack_filesystem(ctx: Ctx) -> list[str]:
     target = ctx.home / "written.txt"
+    shared = [ctx.open_dir / "escaped.txt", Path(f"/tmp/{ctx.token}.txt")]  # world-writable
+    paths = [str(p) for p in (target, ctx.secret, *shared)]
     program = (
         WRONG
         + LIBC
         + (
             "MS_REMOUNT, MS_BIND = 32, 4096\n"
             "print('remount', libc.mount(None, b'/', None, MS_REMOUNT | MS_BIND, None))\n"
-            f"for path in [{str(target)!r}, {str(ctx.secret)!r}]:\n"
+            f"for path in {paths!r}:\n"
             "    try:\n"
             "        print('wrote', path, open(path, 'a').write('pwned'))\n"
             "    except OSError as e:\n"
@@ -173,7 +175,12 @@ def attack_filesystem(ctx: Ctx) -> list[str]:
     problems = []
     if target.exists() or "pwned" in ctx.secret.read_text():
         problems.append("wrote the user's files")
-    if ctx.token in result.output:
+    if ctx.iso.namespaces and any(p.exists() for p in shared):  # documented for none
+        problems.append("wrote to a world-writable host directory")
+    for p in shared:
+        with contextlib.suppress(OSError):
+            p.unlink()
+    if f"SECRET-{ctx.token}" in result.output:
         problems.append("read the user's 0600 secret")
     if "remount 0" in result.output:
         problems.append("remounted /")
