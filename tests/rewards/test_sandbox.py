@@ -22,6 +22,8 @@ from jaxrl.rewards.sandbox import (
     run,
     run_batch,
 )
+from jaxrl.rewards.sandbox import core as sandbox_core
+from jaxrl.rewards.sandbox import launch as sandbox_launch
 from jaxrl.tasks import Example
 
 # Small limits: the fork bomb stops at 8 processes, the memory bomb at 256 MiB.
@@ -143,6 +145,20 @@ def test_reported_values_decode_to_exact_builtin_types():
     assert checks.decode({"l": [{"c": ["1.0", "-2.0"]}, True]}) == [1 - 2j, True]
     with pytest.raises(ValueError):
         checks.decode({"q": 1})
+
+
+def test_the_weakest_mode_warns_once(monkeypatch, caplog):
+    monkeypatch.setattr(sandbox_launch, "bwrap_path", lambda: None)  # as without bwrap
+    sandbox_core.isolation.cache_clear()
+    try:
+        with caplog.at_level("WARNING", logger="jaxrl.rewards.sandbox.core"):
+            assert sandbox_core.isolation().mode == "none"
+            assert sandbox_core.isolation().mode == "none"
+            code_reward(TESTS, limits=LIMITS)
+    finally:
+        sandbox_core.isolation.cache_clear()  # the next caller probes this machine again
+    warnings = [r.getMessage() for r in caplog.records if "weakest mode" in r.getMessage()]
+    assert len(warnings) == 1 and "no bwrap" in warnings[0]
 
 
 @pytest.mark.parametrize(

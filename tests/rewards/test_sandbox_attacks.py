@@ -523,10 +523,23 @@ def test_attack(mode, name):
     assert run_attack(mode, name) == []
 
 
+def _userns_disabled() -> bool:
+    """Whether the kernel is set to refuse unprivileged user namespaces."""
+    for knob in (
+        "/proc/sys/kernel/unprivileged_userns_clone",
+        "/proc/sys/user/max_user_namespaces",
+    ):
+        with contextlib.suppress(OSError, ValueError):
+            if int(Path(knob).read_text()) == 0:
+                return True
+    return False
+
+
 @pytest.mark.skipif(
     sys.platform != "linux" or os.geteuid() != 0 or sandbox.launch.bwrap_path() is None,
     reason="needs root (to become uid 65534) and bwrap",
 )
+@pytest.mark.skipif(_userns_disabled(), reason="this kernel refuses unprivileged user namespaces")
 def test_attacks_as_an_unprivileged_user():
     base = Path(tempfile.mkdtemp(prefix="jaxrl-nobody-"))
     try:
