@@ -262,11 +262,12 @@ def isolation() -> Isolation:
     none = forced_isolation("none")
     logger.warning(
         "sandbox in its weakest mode, without namespaces (%s): programs see the whole "
-        "filesystem and %s; see docs/lm.md (the code sandbox)",
+        "filesystem and %s%s; see docs/lm.md (the code sandbox)",
         reason,
         "run as their own uid (files that are not world-writable are safe)"
         if root
         else "may read and write whatever this user may",
+        "" if none.seccomp else "; and without libseccomp, also the network and IPC",
     )
     return none
 
