@@ -33,12 +33,11 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+from jaxrl.rewards import sandbox
+from jaxrl.rewards.sandbox import Limits, forced_isolation
+from jaxrl.rewards.sandbox.core import _UID_BASE, MAX_SLOTS, _run, _slots
 
-from jaxrl.rewards import sandbox  # noqa: E402
-from jaxrl.rewards.sandbox import Limits, forced_isolation  # noqa: E402
-from jaxrl.rewards.sandbox.core import _UID_BASE, MAX_SLOTS, _run, _slots  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]  # on the helper's PYTHONPATH
 
 NOBODY = 65534
 LIMITS = Limits(timeout=3.0, max_processes=8, memory_mb=192, file_size_mb=2.0, disk_mb=8.0)
