@@ -11,8 +11,10 @@ reached, and the sandbox still answering a correct program promptly. The modes:
 * "user" (a non-root user with namespaces) runs in one helper process: this file run
   as a script, as uid 65534, inside a root-made bwrap that makes the Python install
   traversable (it may sit under a private /root); "no process left" means no process
-  of uid 65534 but the helper. When the tests themselves run as a non-root user,
-  "user" runs in-process.
+  of uid 65534 but the helper. The helper also runs every attack in "none" as that
+  user, the weakest mode, which must fail only where its documentation says it does
+  (`NONE_AS_USER_WEAKNESSES`). When the tests themselves run as a non-root user,
+  "user" and "none" run in-process.
 
 All attacks of the helper run in a single test, so pytest-xdist never starts it twice.
 """
