@@ -22,6 +22,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -69,6 +70,7 @@ class _Impl:
             self.module = importlib.util.module_from_spec(spec)
             sys.modules[name] = self.module
             spec.loader.exec_module(self.module)
+            shutil.rmtree(path.parent)  # loaded: the file is no longer needed
             fields = {f.name for f in dataclasses.fields(self.module.Isolation)}
             self.flags = "namespaces" in fields and "mode" not in fields
 
