@@ -3,8 +3,8 @@
 `blocks.py`: named scorers `(completion, example) -> float` (exact match, final number
 and `\\boxed{}`, format regex, length penalty, the task's `is_correct`, user callables),
 `compose`, the name registry `make_reward("correct+0.1*format", task)` and `score`, which
-counts and logs failing blocks instead of raising. `sandbox.py`: runs model-written
-Python against tests in a resource-limited subprocess (`code_reward`). `base.py`: the
+counts and logs failing blocks instead of raising. `sandbox/`: runs model-written
+Python against tests in a sandbox, judging the tests in the trainer (`code_reward`). `base.py`: the
 `Block` type both build.
 """
 

@@ -1,9 +1,9 @@
 """The `Block` type: a named reward function of one completion and its example.
 
 It lives in its own module because both the blocks (`blocks.py`) and the code sandbox
-(`sandbox.py`, whose `code_reward` is a block) build blocks, and `blocks.py` offers the
-sandbox's block by name: `sandbox.py` imports only this module, so `blocks.py` can
-import `sandbox.py` without an import circle.
+(`sandbox/`, whose `code_reward` is a block) build blocks, and `blocks.py` offers the
+sandbox's block by name: `sandbox/` imports only this module, so `blocks.py` can
+import `sandbox/` without an import circle.
 """
 
 from __future__ import annotations

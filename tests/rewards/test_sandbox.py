@@ -13,13 +13,17 @@ from jaxrl.config import ConfigError
 from jaxrl.rewards import score
 from jaxrl.rewards.sandbox import (
     _UID_BASE,
+    MAX_SLOTS,
     Limits,
+    checks,
     code_reward,
     extract_code,
     isolation,
     run,
     run_batch,
 )
+from jaxrl.rewards.sandbox import core as sandbox_core
+from jaxrl.rewards.sandbox import launch as sandbox_launch
 from jaxrl.tasks import Example
 
 # Small limits: the fork bomb stops at 8 processes, the memory bomb at 256 MiB.
@@ -29,10 +33,12 @@ DOUBLE = "def double(x):\n    return 2 * x\n"
 
 
 def sandbox_processes() -> list[str]:
-    """Live (non-zombie) processes of sandbox uids on this machine."""
+    """Live (non-zombie) processes of this process's sandbox uids (other pytest workers
+    run sandboxes of their own at the same time)."""
     ps = subprocess.run(["ps", "-eo", "uid=,stat="], capture_output=True, text=True, check=True)
     rows = [line.split() for line in ps.stdout.splitlines()]
-    return [r[0] for r in rows if int(r[0]) >= _UID_BASE and not r[1].startswith("Z")]
+    ours = range(_UID_BASE + os.getpid() * MAX_SLOTS, _UID_BASE + (os.getpid() + 1) * MAX_SLOTS)
+    return [r[0] for r in rows if int(r[0]) in ours and not r[1].startswith("Z")]
 
 
 def test_correct_program_scores_one_and_a_wrong_one_the_fraction_passed():
@@ -89,16 +95,16 @@ def test_nothing_outlives_its_program():
 
 
 @pytest.mark.skipif(not isolation().namespaces, reason="no namespaces on this machine")
-def test_namespaces_cut_the_network_and_make_tmp_read_only(tmp_path):
+def test_namespaces_cut_the_network_and_give_a_private_tmp(tmp_path):
     probe = f"/tmp/jaxrl-sandbox-probe-{os.getpid()}"
     tests = [
         "import socket\nassert [n for _, n in socket.if_nameindex()] == ['lo']",
-        f"try:\n    open({probe!r}, 'w')\nexcept OSError:\n"
-        "    pass\nelse:\n    raise AssertionError('wrote to /tmp')",
+        f"open({probe!r}, 'w').write('private')\nassert open({probe!r}).read() == 'private'",
         "open('scratch.txt', 'w').write('ok')\nassert open('scratch.txt').read() == 'ok'",
+        "import os\nassert os.getcwd() == '/tmp' and not os.path.exists('/home/x')",
     ]
-    assert run("", tests, LIMITS).passed == 3
-    assert not os.path.exists(probe)
+    assert run("", tests, LIMITS).passed == 4
+    assert not os.path.exists(probe)  # the program's /tmp was its own
 
 
 def test_a_batch_of_sleepers_takes_about_the_slowest_not_the_sum():
@@ -117,10 +123,49 @@ def test_extract_code_takes_the_last_fenced_block():
     assert extract_code("x = 3") == "x = 3"
 
 
+def test_literal_asserts_are_checked_outside_the_program():
+    split = checks.split(
+        "x = 3\nassert double(x) == 6\nassert 10 > double(1)\nassert double(0) in (0,)"
+    )
+    assert split.probe == "x = 3\n__report__(0, double(x))\n__report__(1, double(1))\n" + (
+        "__report__(2, double(0))"
+    )
+    assert [(c.op, c.expected) for c in split.checks] == [("Eq", 6), ("Lt", 10), ("In", (0,))]
+    assert checks.split("assert f(1) == f(2)").checks == ()  # no literal: run as it is
+    lines = [b'["v", 0, 0, 6]', b'["v", 0, 1, {"f": "1.5"}]', b'["v", 0, 2, 0]', b'["done", 0]']
+    assert checks.judge([split], lines) == {0}
+    assert checks.judge([split], lines[:3]) == set()  # never finished
+    assert checks.judge([split], [*lines, b'["v", 0, 0, 7]']) == set()  # a second guess
+    assert checks.judge([split], [b'["v", 0, 0, {"x": "A"}]', *lines[1:]]) == set()
+
+
+def test_reported_values_decode_to_exact_builtin_types():
+    value = {"d": [{"t": [{"t": [1, "a"]}, {"fs": [{"b": "00ff"}, None]}]}]}
+    assert checks.decode(value) == {(1, "a"): frozenset({b"\x00\xff", None})}
+    assert checks.decode({"l": [{"c": ["1.0", "-2.0"]}, True]}) == [1 - 2j, True]
+    with pytest.raises(ValueError):
+        checks.decode({"q": 1})
+
+
+def test_the_weakest_mode_warns_once(monkeypatch, caplog):
+    monkeypatch.setattr(sandbox_launch, "bwrap_path", lambda: None)  # as without bwrap
+    sandbox_core.isolation.cache_clear()
+    try:
+        with caplog.at_level("WARNING", logger="jaxrl.rewards.sandbox.core"):
+            assert sandbox_core.isolation().mode == "none"
+            assert sandbox_core.isolation().mode == "none"
+            code_reward(TESTS, limits=LIMITS)
+    finally:
+        sandbox_core.isolation.cache_clear()  # the next caller probes this machine again
+    warnings = [r.getMessage() for r in caplog.records if "weakest mode" in r.getMessage()]
+    assert len(warnings) == 1 and "no bwrap" in warnings[0]
+
+
 @pytest.mark.parametrize(
     ("options", "field"),
     [
         ({"timeout": 0}, "timeout"),
+        ({"disk_mb": 0}, "disk_mb"),
         ({"memory_mb": -1}, "memory_mb"),
         ({"open_files": 3}, "open_files"),
     ],
