@@ -332,6 +332,13 @@ ENTRIES: tuple[Entry, ...] = (
         "Hugging Face transformers",
         "tokens per second of KV-cached sampling",
     ),
+    _speed(
+        "sandbox_overhead",
+        "sandbox_overhead.py --before 59f81fc --n 40",
+        None,
+        "the sandbox before issue 30 (commit 59f81fc)",
+        "seconds per sandboxed program, one at a time and in a batch of 16, per mode",
+    ),
     # --- durations
     Entry(
         name="default_suite_duration",

@@ -198,7 +198,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n", type=int, default=30, help="programs per mode, one at a time")
     parser.add_argument("--batch", type=int, default=16, help="programs run 8 at a time")
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
-    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="where to write the measurements (python -m benchmarks.reproduce --only "
+        "sandbox_overhead passes it, and keeps them under `raw` in results/)",
+    )
     parser.add_argument("--write-docs", action="store_true", help="only rewrite the table")
     parser.add_argument("--worker", nargs=2, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -206,10 +211,12 @@ def main(argv: list[str] | None = None) -> None:
     if args.worker:  # run as uid 65534 by _measure_as_nobody
         print(json.dumps(_measure(_Impl(None), "user", *args.worker)))
         return
-    results = json.loads(args.out.read_text()) if args.out.exists() else {"runs": {}}
-    if args.write_docs:
-        write_docs(results)
+    if args.write_docs:  # from the registry's results file: its measurements are `raw`
+        write_docs(json.loads(OUT.read_text())["raw"])
         return
+    if args.out is None:
+        sys.exit("pass --out FILE, or run python -m benchmarks.reproduce --only sandbox_overhead")
+    results = json.loads(args.out.read_text()) if args.out.exists() else {"runs": {}}
     if os.geteuid() != 0:
         sys.exit("run as root: the modes root and none need it, user drops to uid 65534")
     impls = {args.label: _Impl(None)}

@@ -242,3 +242,10 @@ def test_document_search_runs_as_a_tool(runner):
     with ToolRunner([DocumentSearch(documents).tool()]) as own:
         result = own.run(ToolCall("search", {"query": "delta"}, (0, 0)))
     assert result.ok and result.text == "gamma delta"
+
+
+def test_the_python_tool_runs_code_in_the_sandbox():
+    from jaxrl.tools import python
+
+    assert python("print(6 * 7)") == "42\n"
+    assert python("while True: pass").endswith("[stopped: the time limit]")
