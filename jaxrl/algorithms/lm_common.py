@@ -542,11 +542,13 @@ class LMAlgorithm(Algorithm):
         temperature: float,
         num_samples: int = 1,
         model: Transformer | None = None,
+        stop_sequences: Sequence[Sequence[int]] | None = None,
     ) -> SampleOutput:
         """`num_samples` completions of each left-padded prompt row (`tokens`, `mask`) by
         the model with `params` (`jaxrl.lm.generate`, with the KV cache), each ended by
         the tokenizer's eos or at `max_new_tokens`; `temperature` 0 is greedy. `model`
-        replaces `self.model` (a sampler with another compute dtype)."""
+        replaces `self.model` (a sampler with another compute dtype); `stop_sequences`
+        (token ids) also end a completion, e.g. a tool call's end marker."""
         return generate(
             self.model if model is None else model,
             params,
@@ -558,6 +560,7 @@ class LMAlgorithm(Algorithm):
             prompt_mask=mask,
             num_samples=num_samples,
             pad_id=self.tokenizer.pad_id,
+            stop_sequences=stop_sequences,
         )
 
     def prompt_tokens(self, examples: Sequence[tasks.Example], length: int) -> tuple[Any, Any]:

@@ -321,6 +321,22 @@ def _as_eos_array(eos_id: int | Sequence[int] | None, vocab_size: int) -> np.nda
     return np.asarray(ids, dtype=np.int32)
 
 
+def _as_stop_array(stop_sequences: Sequence[Sequence[int]] | None, vocab_size: int) -> np.ndarray:
+    """Stop sequences as one `(S, L)` int32 array, each right-aligned and left-padded with
+    -1 (which no token equals: a shorter sequence matches its own last tokens only)."""
+    sequences = [[int(i) for i in s] for s in (stop_sequences or ())]
+    for s in sequences:
+        if not s:
+            raise ValueError("stop_sequences must not contain an empty sequence")
+        for i in s:
+            if not 0 <= i < vocab_size:
+                raise ValueError(f"stop token {i} is outside the vocabulary [0, {vocab_size})")
+    width = max((len(s) for s in sequences), default=0)
+    return np.asarray([[-1] * (width - len(s)) + s for s in sequences], np.int32).reshape(
+        len(sequences), width
+    )
+
+
 def _check_number(name: str, value: Any, *, low: float, high: float, low_open: bool) -> float:
     try:
         v = float(value)
@@ -351,6 +367,7 @@ def generate(
     num_samples: int = 1,
     cache_len: int | None = None,
     pad_id: int = 0,
+    stop_sequences: Sequence[Sequence[int]] | None = None,
 ) -> SampleOutput:
     """Sample ``num_samples`` completions of ``max_new_tokens`` for each prompt.
 
@@ -368,6 +385,9 @@ def generate(
       cache_len: KV-cache length; default ``P + max_new_tokens`` (a fixed value
         lets prompts of different lengths share one compiled program).
       pad_id: token written after a row's first EOS.
+      stop_sequences: token sequences that also end a completion, kept in it (a tool
+        call's end marker: the row stops as soon as its last tokens are one of them,
+        ``finished`` True, as after EOS). ``None`` or empty: only EOS stops.
 
     Raises ValueError (before compiling) for bad arguments, naming the argument,
     when ``P + max_new_tokens`` exceeds ``cache_len`` or the model's
@@ -407,6 +427,7 @@ def generate(
         if top_p == 1.0:
             top_p = None  # keeps everything: skip the sort
     eos = _as_eos_array(eos_id, config.vocab_size)
+    stops = _as_stop_array(stop_sequences, config.vocab_size)
 
     needed = prompt_len + max_new_tokens
     if cache_len is None:
@@ -431,6 +452,7 @@ def generate(
         jnp.float32(1.0 if top_p is None else top_p),
         jnp.asarray(eos),
         jnp.int32(pad_id),
+        jnp.asarray(stops),
         max_new_tokens=int(max_new_tokens),
         top_k=None if top_k is None else int(top_k),
         use_top_p=top_p is not None,
@@ -464,6 +486,7 @@ def _generate(
     top_p: jax.Array,
     eos_ids: jax.Array,
     pad_id: jax.Array,
+    stops: jax.Array,
     *,
     max_new_tokens: int,
     top_k: int | None,
@@ -519,20 +542,26 @@ def _generate(
         )
 
     def record(t, tok, lp, done, out):
-        """Write step ``t``; rows already done get pad / 0 / False."""
-        tokens, logprobs, mask = out
+        """Write step ``t``; rows already done get pad / 0 / False. A row is done after
+        EOS, or once its last tokens (``recent``) are a stop sequence."""
+        tokens, logprobs, mask, recent = out
         live = ~done
         tok = jnp.where(live, tok, pad_id)
         tokens = tokens.at[:, t].set(tok)
         logprobs = logprobs.at[:, t].set(jnp.where(live, lp, 0.0))
         mask = mask.at[:, t].set(live)
         done = done | (live & jnp.any(tok[:, None] == eos_ids[None, :], axis=-1))
-        return tok, done, (tokens, logprobs, mask)
+        if stops.shape[0]:  # static: without stop sequences, exactly the EOS sampler
+            recent = jnp.concatenate([recent[:, 1:], tok[:, None]], axis=1)
+            same = (recent[:, None, :] == stops[None]) | (stops[None] < 0)
+            done = done | (live & jnp.any(jnp.all(same, axis=-1), axis=-1))
+        return tok, done, (tokens, logprobs, mask, recent)
 
     out = (
         jnp.full((rows, max_new_tokens), pad_id, jnp.int32),
         jnp.zeros((rows, max_new_tokens), jnp.float32),
         jnp.zeros((rows, max_new_tokens), bool),
+        jnp.full((rows, stops.shape[1]), -1, jnp.int32),  # the last tokens, for stops
     )
     tok, lp = sample(jnp.int32(0), logits)
     tok, done, out = record(0, tok, lp, jnp.zeros((rows,), bool), out)
@@ -565,7 +594,7 @@ def _generate(
         if cache.mask.shape[1] < window:
             cache = _place_cache(_grow_cache(cache, window), model.config, mesh)
         state = lax.while_loop(cond, body, (t, tok, pos, cache, done, out))
-    _, _, _, _, done, (tokens, logprobs, mask) = state
+    _, _, _, _, done, (tokens, logprobs, mask, _) = state
     return SampleOutput(
         tokens=tokens,
         logprobs=logprobs,

@@ -95,6 +95,11 @@ class MultiTurnTask(Task):
     def longest_feedback(self) -> Sequence[str]:
         """Feedback texts at least as long, in characters, as any `step` returns."""
 
+    def stop_strings(self) -> Sequence[str]:
+        """Texts that end a model turn as its stop token does (kept in the reply): a tool
+        call's end marker, so that decoding stops at the call. None by default."""
+        return ()
+
     def turn(self, example: Example, history: Sequence[str], reply: str) -> Turn:
         """`step` with the turn cap: the episode ends after the `max_turns`-th reply."""
         feedback, reward, reply_end = Turn(*self.step(example, history, reply))

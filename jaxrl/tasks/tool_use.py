@@ -4,8 +4,9 @@
 holds a tool call, in the `plain` (`<<calculator("1234*567")>>`) or `hermes` format
 (`jaxrl.tools.calls`), or is the answer:
 
-- a call: the turn is cut where the call ends (what the model wrote after it is
-  dropped: never shown to it again, never learned from), the call runs
+- a call: decoding stops where the call ends (`stop_strings`: the format's end marker),
+  and the turn is cut there in any case (what a policy wrote after it is dropped:
+  never shown to it again, never learned from), the call runs
   (`jaxrl.tools.ToolRunner`), and its result comes back as feedback, `=<result>\\n`
   (`plain`) or `<tool_response>\\n<result>\\n</tool_response>\\n` (`hermes`); the turn's
   reward is 0, or `-malformed_penalty` when the call was malformed or failed;
@@ -102,6 +103,10 @@ class ToolUse(MultiTurnTask):
         failed = isinstance(call, MalformedCall) or not result.ok
         reward = -self.malformed_penalty if failed else 0.0
         return Turn(self.feedback(result.text), reward, reply_end=call.span[1])
+
+    def stop_strings(self) -> Sequence[str]:
+        """The call format's end marker: a turn stops where its call ends."""
+        return (self.fmt.end,)
 
     def longest_feedback(self) -> Sequence[str]:
         return [self.feedback("x" * max(tool.output_chars for tool in self.tools))]

@@ -522,3 +522,35 @@ def test_token_logprobs_bad_arguments(tiny):
         token_logprobs(model, params, tokens, targets_start=6)
     with pytest.raises(ValueError, match="chunk_size"):
         token_logprobs(model, params, tokens, chunk_size=0)
+
+
+def test_stop_sequences_end_a_row_where_they_end_and_change_nothing_before(tiny_one_layer, prompts):
+    """Issue 33: a tool call's end marker stops decoding like EOS (kept in the row,
+    `finished` True). At temperature 0 the rows are the unstopped rows cut just after the
+    first occurrence of the sequence; rows where it never occurs are unchanged."""
+    model, params = tiny_one_layer
+    tokens, mask = prompts
+    kwargs = dict(max_new_tokens=12, temperature=0.0, prompt_mask=mask)
+    free = generate(model, params, tokens, jax.random.key(0), **kwargs)
+    free_tokens = np.asarray(free.tokens)
+    stop = free_tokens[0, 3:5].tolist()  # two tokens row 0 emits at steps 3 and 4
+    stopped = generate(model, params, tokens, jax.random.key(0), stop_sequences=[stop], **kwargs)
+    for row in range(free_tokens.shape[0]):
+        seq = free_tokens[row].tolist()
+        ends = [t + 2 for t in range(len(seq) - 1) if seq[t : t + 2] == stop]
+        end = ends[0] if ends else len(seq)
+        kept = np.asarray(stopped.completion_mask[row])
+        assert kept.tolist() == [True] * end + [False] * (len(seq) - end), row
+        np.testing.assert_array_equal(np.asarray(stopped.tokens[row])[:end], seq[:end])
+        np.testing.assert_array_equal(
+            np.asarray(stopped.logprobs[row])[:end], np.asarray(free.logprobs[row])[:end]
+        )
+        assert bool(stopped.finished[row]) == (bool(ends) or bool(free.finished[row]))
+    assert int(stopped.lengths[0]) == 5
+    # A one-token stop sequence; and bad ones are refused before compiling.
+    one = generate(model, params, tokens, jax.random.key(0), stop_sequences=[[seq[0]]], **kwargs)
+    assert int(one.lengths[-1]) == 1
+    with pytest.raises(ValueError, match="empty sequence"):
+        generate(model, params, tokens, jax.random.key(0), stop_sequences=[[]], **kwargs)
+    with pytest.raises(ValueError, match="stop token 99 is outside the vocabulary"):
+        generate(model, params, tokens, jax.random.key(0), stop_sequences=[[99]], **kwargs)

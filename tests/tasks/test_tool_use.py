@@ -108,6 +108,8 @@ TINY = dict(
 def test_multi_turn_grpo_keeps_only_the_tokens_up_to_the_call():
     algo = grpo.make(cfg.replace(grpo.default_config(), **TINY))
     assert isinstance(algo, mt.MultiTurnGRPO) and algo.max_rounds == 2
+    # Decoding stops where a call ends (jaxrl.lm.generate's stop_sequences).
+    assert algo.turn_stops == [algo.tokenizer.encode(">>")]
     assert algo.turn_tokens == len('<<calculator("99*9")>>') + 1  # the call and eos
     tok = algo.tokenizer
     rows = mt.start_episodes(algo.task, tok, [Example("12*3=", "36")], repeat=1)

@@ -253,6 +253,8 @@ class MultiTurnGRPO(RolloutAlgorithm):
                 "single-turn completions; use 0 with a multi-turn task"
             )
         self.turn_tokens = self.max_new_tokens  # T, one model turn
+        # Texts that end a model turn besides eos (a tool call's end marker), as tokens.
+        self.turn_stops = [encode_text(self.tokenizer, s) for s in self.task.stop_strings()]
         self.feedback_len = max(
             (len(encode_text(self.tokenizer, f)) for f in task.longest_feedback()), default=0
         )
@@ -307,6 +309,7 @@ class MultiTurnGRPO(RolloutAlgorithm):
             key,
             max_new_tokens=self.turn_tokens,
             temperature=self.config.temperature,
+            stop_sequences=self.turn_stops or None,
         )
         return {
             "tokens": out.tokens,
