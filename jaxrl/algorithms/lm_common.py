@@ -85,7 +85,8 @@ class LMConfig:
     # -- data
     task: str = "addition"
     """Task: addition, multiply, countdown, strings, jsonl:PATH, or the multi-turn
-    addition_retry, guess and tool_multiply (with a calculator; see `jaxrl/tasks/`)."""
+    addition_retry, guess, tool_multiply (with a calculator) and tool_lookup (with a
+    document search; see `jaxrl/tasks/`)."""
     digits: int = 3
     """Addition: digits of each operand (the difficulty knob)."""
     numbers: int = 3

@@ -31,6 +31,7 @@ _TASKS = {
     "countdown": "jaxrl.tasks.countdown",
     "guess": "jaxrl.tasks.guess",
     "jsonl": "jaxrl.tasks.jsonl",
+    "tool_lookup": "jaxrl.tasks.lookup",
     "multiply": "jaxrl.tasks.multiply",
     "strings": "jaxrl.tasks.strings",
     "tool_multiply": "jaxrl.tasks.tool_use",

@@ -17,7 +17,7 @@ def test_unknown_task_lists_the_available_ones():
     with pytest.raises(
         ConfigError,
         match=r"task='nosuch'.*available: addition, addition_retry, countdown, guess, "
-        r"jsonl:PATH, multiply, strings, tool_multiply",
+        r"jsonl:PATH, multiply, strings, tool_lookup, tool_multiply",
     ):
         make_task("nosuch")
 
@@ -38,6 +38,7 @@ def test_registry_names_and_knobs():
         "jsonl",
         "multiply",
         "strings",
+        "tool_lookup",
         "tool_multiply",
     ]
     assert knobs("addition") == {"digits": 3, "num_eval": 256, "split_seed": 0}

@@ -143,3 +143,29 @@ def jaxrl_train(tmp_path):
     import jaxrl
 
     return jaxrl.train("grpo", **TINY, run_dir=str(tmp_path / "run"), progress=False)
+
+
+# ---------------------------------------------------------------------- lookup
+def test_lookup_answers_only_through_the_search_tool():
+    """`tool_lookup`: a made-up name's code is in one document; searching for the name
+    returns it, the answer copies it; held-out names are never asked in training."""
+    lookup = make_task("tool_lookup", num_eval=32)
+    task = lookup.task
+    example = task.eval_examples()[0]
+    name = example.prompt.removeprefix("code ").removesuffix("=")
+    episode = play(lookup, example, scripted(f'<<search("{name}")>>', example.answer))
+    assert episode.history[2] == f"={name}:{example.answer}\n"
+    assert episode.rewards == [0.0, 1.0]
+    held = {e.prompt for e in task.eval_examples()}
+    trained = {e.prompt for e in task.sample_train(np.random.default_rng(0), 2000)}
+    assert len(held) == 32 and not held & trained
+    assert len(set(task.names)) == len(task.names) == 2000
+    assert make_task("tool_lookup", num_eval=32).task.codes == task.codes  # seeded
+
+
+def test_multi_turn_grpo_sizes_a_lookup_turn_for_the_longest_call():
+    config = {**TINY, "task": "tool_lookup", "num_eval": 4}
+    config.pop("digits")
+    algo = grpo.make(cfg.replace(grpo.default_config(), **config))
+    longest = max(algo.task.task.names, key=len)
+    assert algo.turn_tokens == len(f'<<search("{longest}")>>') + 1
