@@ -47,6 +47,8 @@ from .advantages import (
     reward_to_go,
     rloo_advantages,
     sequence_scores,
+    step_group_advantages,
+    turn_token_advantages,
     validate_advantage,
     zero_advantage_group_fraction,
 )
@@ -100,6 +102,8 @@ __all__ = [
     "rollout_metrics",
     "rollout_weights",
     "sequence_scores",
+    "step_group_advantages",
+    "turn_token_advantages",
     "validate_advantage",
     "validate_clip",
     "validate_rollout_correction",

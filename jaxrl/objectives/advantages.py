@@ -354,6 +354,50 @@ def compute_advantages(
     )
 
 
+def step_group_advantages(
+    step_returns: Array, step_groups: Array, step_mask: Array, eps: float = 1e-6
+) -> Array:
+    """GiGPO's step-level advantages (Feng et al. 2025, "Group-in-Group Policy
+    Optimization for LLM Agent Training", eq. 7), for multi-turn episodes.
+
+        A^S_{i,k} = (G_{i,k} - mean G) / (std G + eps),  over the turns in (i, k)'s group
+
+    Turns share a step group when they start from the same *anchor state* (here: the
+    same context, within one prompt's group of episodes); G_{i,k} is the return from
+    turn k on. The std is unbiased (ddof=1), as GRPO's; a group of one turn, or of equal
+    returns, gets 0 (the first-turn group is the whole episode group, so it repeats the
+    episode-level advantage that GiGPO adds this to).
+
+    Args:
+      step_returns: (rows, turns) G_{i,k}.
+      step_groups: (rows, turns) int32 group ids in [0, rows * turns); equal ids share
+        an anchor state.
+      step_mask: (rows, turns) 1 on turns that were played.
+    Returns:
+      (rows, turns) float32, 0 off-mask.
+    """
+    mask = float_mask(step_mask).reshape(-1)
+    ids = jnp.asarray(step_groups, jnp.int32).reshape(-1)
+    returns = jnp.asarray(step_returns, jnp.float32).reshape(-1) * mask
+    n = ids.shape[0]
+    count = jax.ops.segment_sum(mask, ids, num_segments=n)
+    mean = jax.ops.segment_sum(returns, ids, num_segments=n) / jnp.maximum(count, 1.0)
+    deviation = (returns - mean[ids]) * mask
+    variance = jax.ops.segment_sum(deviation**2, ids, num_segments=n)
+    std = jnp.sqrt(variance / jnp.maximum(count - 1.0, 1.0))
+    shared = count[ids] > 1
+    advantages = jnp.where(shared, deviation / (std[ids] + eps), 0.0) * mask
+    return advantages.reshape(jnp.shape(step_returns))
+
+
+def turn_token_advantages(step_advantages: Array, turn_of_token: Array) -> Array:
+    """Each token's turn's advantage: `step_advantages[row, turn_of_token[row, t]]`, 0
+    where `turn_of_token` is -1 (prompt, environment and padding tokens)."""
+    turn = jnp.asarray(turn_of_token, jnp.int32)
+    picked = jnp.take_along_axis(step_advantages, jnp.maximum(turn, 0), axis=1)
+    return jnp.where(turn >= 0, picked, 0.0)
+
+
 def constant_reward_groups(rewards: Array, group_size: int) -> Array:
     """(num_prompts,) bool: True for the groups whose rewards are all equal.
 

@@ -444,3 +444,21 @@ def test_overlong_penalty_dapo_eq13():
             L.overlong_penalty(lengths, 20, cache_len)
     with pytest.raises(ConfigError, match="max_len"):
         L.overlong_penalty(lengths, 0, 1)
+
+
+# ============================================================================ GiGPO
+def test_step_group_advantages_hand_computed():
+    """Feng et al. 2025, eq. 7: within each anchor-state group, (G - mean) / (std + eps)
+    with the unbiased std; a group of one, or unplayed turns, get 0."""
+    returns = jnp.array([[1.0, 1.0], [0.0, 0.0], [1.0, 0.0], [0.5, 0.0]])
+    groups = jnp.array([[0, 1], [0, 1], [0, 2], [0, 3]])  # turn 1: rows 0, 1 share a state
+    mask = jnp.array([[1.0, 1.0], [1.0, 1.0], [1.0, 1.0], [1.0, 0.0]])
+    out = L.step_group_advantages(returns, groups, mask)
+    first = np.array([1.0, 0.0, 1.0, 0.5])
+    std = first.std(ddof=1)
+    expected = np.zeros((4, 2))
+    expected[:, 0] = (first - first.mean()) / (std + 1e-6)
+    expected[0, 1], expected[1, 1] = 0.5 / (np.sqrt(0.5) + 1e-6), -0.5 / (np.sqrt(0.5) + 1e-6)
+    close(out, expected)  # rows 2 and 3's second turns: groups of one, or not played
+    per_token = L.turn_token_advantages(out[:2], jnp.array([[0, 0, -1, 1], [-1, 1, 1, -1]]))
+    close(per_token, [[out[0, 0], out[0, 0], 0.0, out[0, 1]], [0.0, out[1, 1], out[1, 1], 0.0]])

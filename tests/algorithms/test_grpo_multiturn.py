@@ -336,3 +336,43 @@ def test_plain_grpo_refuses_a_multi_turn_task():
 
     with pytest.raises(ConfigError, match="invalid task='guess'.*multi-turn"):
         GRPO(GRPOConfig(task="guess").validate())
+
+
+# ---------------------------------------------------------------------- GiGPO
+def test_step_groups_join_turns_that_start_from_the_same_context(algo):
+    """Two episodes of one game that guessed alike share their second turn's anchor
+    state; a third that guessed otherwise starts its second turn elsewhere."""
+    tok = algo.tokenizer
+    rows = mt.start_episodes(algo.task, tok, [GAME], repeat=3)
+    mt.add_turn(algo.task, tok, rows, turn(tok, "4", "4", "2"), algo.feedback_len)
+    mt.add_turn(algo.task, tok, rows, turn(tok, "7", "5", "7"), algo.feedback_len)
+    steps = mt.step_groups(rows, 3, algo.max_new_tokens, algo.task.max_turns)
+    assert steps["step_groups"][:, 0].tolist() == [0, 0, 0]  # the prompt: one state
+    second = steps["step_groups"][:, 1]
+    assert second[0] == second[1] != second[2]
+    np.testing.assert_array_equal(steps["step_returns"][:, :2], [[1, 1], [0, 0], [1, 1]])
+    np.testing.assert_array_equal(steps["step_mask"][:, :3], [[1, 1, 0]] * 3)
+    model = steps["turn_of_token"][0]
+    assert model[:2].tolist() == [0, 0] and (model[2:10] == -1).all()  # then " higher:"
+    assert model[10:12].tolist() == [1, 1] and (model[12:] == -1).all()
+
+
+def test_gigpo_adds_step_advantages_and_is_refused_on_a_single_turn_task():
+    with pytest.raises(ConfigError, match=r"invalid step_advantage_weight=1.0: must be 0 on"):
+        grpo.make(cfg.replace(grpo.default_config(), step_advantage_weight=1.0))
+    with pytest.raises(ConfigError, match=r"invalid step_advantage_weight=-1"):
+        make(step_advantage_weight=-1.0)
+    # One game, two episodes: one misses four times (return 0), one hits at once (1).
+    # Their first turns share the prompt: a step group whose returns differ.
+    weighted, plain = make(step_advantage_weight=1.0), make()
+    tok = weighted.tokenizer
+    rows = mt.start_episodes(weighted.task, tok, [GAME, GAME], repeat=2)
+    for guesses in (("4", "7", "4", "7"), ("5", "1", "5", "1"), ("6", "1", "6", "1")):
+        mt.add_turn(weighted.task, tok, rows, turn(tok, *guesses), weighted.feedback_len)
+    mt.add_turn(weighted.task, tok, rows, turn(tok, "8", "1", "8", "1"), weighted.feedback_len)
+    batch = mt.episode_batch(rows, weighted.prompt_len, weighted.max_new_tokens, tok.pad_id)
+    steps = mt.step_groups(rows, 2, weighted.max_new_tokens, weighted.task.max_turns)
+    state = weighted.init(jax.random.key(0), weighted.hyperparams())
+    _, with_steps = jax.jit(weighted.learn)(state, {**batch, **steps})
+    _, without = jax.jit(plain.learn)(state, batch)
+    assert float(with_steps["grad_norm"]) != float(without["grad_norm"])

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from jaxrl import config as cfg
+from jaxrl import tasks
 from jaxrl.algorithms.lm_rollout import RL_SWEEPABLE, LMRLConfig
 from jaxrl.objectives import ADVANTAGE_ESTIMATORS, CRITIC_ADVANTAGES
 
@@ -40,8 +42,29 @@ class GRPOConfig(LMRLConfig):
 
     advantage: str = dataclasses.field(default="grpo", metadata={"choices": ADVANTAGES.names()})
     """Advantage estimator: grpo, dr_grpo, rloo or reinforce_pp."""
+    step_advantage_weight: float = 0.0
+    """GiGPO's weight of step-level advantages added to the episode-level ones on a
+    multi-turn task (Feng et al. 2025; their default is 1; 0: off)."""
 
     ADVANTAGES = ADVANTAGES  # the `advantage` names this config accepts (not a field)
+
+    def validate(self) -> GRPOConfig:
+        """Raises `ConfigError` naming the first invalid field; returns self."""
+        weight = self.step_advantage_weight
+        cfg.check(
+            isinstance(weight, (int, float)) and weight >= 0,
+            "step_advantage_weight",
+            weight,
+            ">= 0",
+        )
+        cfg.check(
+            weight == 0 or tasks.is_multi_turn(self.task),
+            "step_advantage_weight",
+            weight,
+            f"0 on the single-turn task {self.task!r} (step-level credit needs turns)",
+        )
+        super().validate()
+        return self
 
 
 def default_config() -> GRPOConfig:

@@ -5,7 +5,9 @@ multi-turn GRPO (`multiturn.py`).
 
   1. token rewards (the outcome on a row's last completion token, or each turn's
      reward on its last token), minus the KL penalty with `kl_in_reward`;
-  2. advantages by the `advantage` estimator (`jaxrl.objectives.compute_advantages`);
+  2. advantages by the `advantage` estimator (`jaxrl.objectives.compute_advantages`),
+     plus, on a multi-turn task with `step_advantage_weight`, GiGPO's step-level ones
+     (`step_group_advantages`: turns grouped by the context they start from);
   3. `num_epochs` x `num_minibatches` AdamW steps of the policy objective
      (`RolloutAlgorithm.policy_objective`: policy loss + KL + entropy, aggregated by
      `loss_agg`), each minibatch's gradient accumulated over `micro_batches` slices
@@ -26,7 +28,12 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl.algorithms.lm_rollout import PolicyState, RolloutAlgorithm
-from jaxrl.objectives import compute_advantages, loss_normaliser
+from jaxrl.objectives import (
+    compute_advantages,
+    loss_normaliser,
+    step_group_advantages,
+    turn_token_advantages,
+)
 
 GRPOState = PolicyState  # GRPO's state is the policy's alone (`lm_rollout.PolicyState`)
 
@@ -49,6 +56,12 @@ def learn(
     cmask = batch["completion_mask"].astype(jnp.float32)
     token_rewards = algo.learning_rewards(state, batch, token_rewards, cmask)
     advantages, _ = compute_advantages(c.advantage, token_rewards, cmask, group_size=c.group_size)
+    if c.step_advantage_weight:  # GiGPO on a multi-turn task (static: a config value)
+        steps = step_group_advantages(
+            batch["step_returns"], batch["step_groups"], batch["step_mask"]
+        )
+        per_token = turn_token_advantages(steps, batch["turn_of_token"])
+        advantages = advantages + c.step_advantage_weight * cmask * per_token
     data = {**batch, "advantages": advantages, "loss_mask": algo.loss_mask(batch, cmask)}
     lr_scale = algo.lr_scale(state.update_step)
 

@@ -72,6 +72,7 @@ class EpisodeRow:
     model: list[bool]  # which of them the model sampled
     sampler_logp: list[float]  # the sampler's log-prob of each model token (0 elsewhere)
     token_rewards: list[float]  # each turn's reward on its last token (0 elsewhere)
+    turn_of_token: list[int]  # the model turn each token belongs to (-1: not the model's)
     history: list[str]  # the texts: prompt, reply, feedback, reply, ...
     rewards: list[float]  # one per model turn
     clipped: int = 0  # turns cut at the token budget (no eos)
@@ -104,6 +105,7 @@ def start_episodes(
                     model=[False] * len(ids),
                     sampler_logp=[0.0] * len(ids),
                     token_rewards=[0.0] * len(ids),
+                    turn_of_token=[-1] * len(ids),
                     history=[prompt],
                     rewards=[],
                 )
@@ -137,6 +139,7 @@ def add_turn(
         if reply_end is not None:  # a tool call ended the turn: drop what came after it
             kept = tokens_covering(tokenizer, ids, reply_end)
             ids, logp, reply = ids[:kept], logp[:kept], reply[:reply_end]
+        row.turn_of_token += [len(row.rewards)] * len(ids)
         row.tokens += ids
         row.model += [True] * len(ids)
         row.sampler_logp += logp
@@ -159,6 +162,7 @@ def add_turn(
         row.model += [False] * len(feedback_ids)
         row.sampler_logp += [0.0] * len(feedback_ids)
         row.token_rewards += [0.0] * len(feedback_ids)
+        row.turn_of_token += [-1] * len(feedback_ids)
         row.history.append(feedback)
 
 
@@ -207,6 +211,39 @@ def episode_batch(
         "sampler_logp": sampler_logp,
         "token_rewards": token_rewards,
         "rewards": np.asarray([sum(row.rewards) for row in rows], np.float32),
+    }
+
+
+def step_groups(
+    rows: Sequence[EpisodeRow], group_size: int, width: int, max_turns: int
+) -> dict[str, np.ndarray]:
+    """What GiGPO's step-level advantages need (`objectives.step_group_advantages`), for
+    rows in prompt-major groups of `group_size`: `step_returns` (rows, max_turns), each
+    turn's return to the episode's end; `step_groups`, ids equal for turns that start
+    from the same context (anchor state) within one prompt's group; `step_mask`, the
+    turns played; and `turn_of_token` (rows, width), aligned with the completion part of
+    `episode_batch`'s rows (-1 off the model's tokens)."""
+    n = len(rows)
+    returns = np.zeros((n, max_turns), np.float32)
+    groups = np.zeros((n, max_turns), np.int32)
+    mask = np.zeros((n, max_turns), np.float32)
+    turn_of_token = np.full((n, width), -1, np.int32)
+    ids: dict[tuple, int] = {}
+    for i, row in enumerate(rows):
+        turns = len(row.rewards)
+        returns[i, :turns] = np.cumsum(row.rewards[::-1])[::-1]
+        mask[i, :turns] = 1.0
+        after = row.turn_of_token[row.prompt_len :]
+        turn_of_token[i, : len(after)] = after
+        for k in range(turns):
+            start = row.turn_of_token.index(k) if k in row.turn_of_token else len(row.tokens)
+            anchor = (i // group_size, tuple(row.tokens[:start]))
+            groups[i, k] = ids.setdefault(anchor, len(ids))
+    return {
+        "step_returns": returns,
+        "step_groups": groups,
+        "step_mask": mask,
+        "turn_of_token": turn_of_token,
     }
 
 
@@ -357,6 +394,8 @@ class MultiTurnGRPO(RolloutAlgorithm):
         keep = select_groups(returns, g, c.num_prompts)
         kept = [rows[j] for j in (keep[:, None] * g + np.arange(g)).reshape(-1)]
         batch = episode_batch(kept, self.prompt_len, self.max_new_tokens, self.tokenizer.pad_id)
+        if c.step_advantage_weight:  # GiGPO: the turns' anchor-state groups
+            batch.update(step_groups(kept, g, self.max_new_tokens, self.task.max_turns))
         success, first = self._correct(kept)
         kept_returns = batch["rewards"].reshape(-1, g)
         lengths = batch["completion_mask"].sum(1)
