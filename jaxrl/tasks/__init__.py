@@ -59,8 +59,13 @@ def knobs(spec: str) -> dict[str, Any]:
 
 
 def is_multi_turn(spec: str) -> bool:
-    """Whether the task named in `spec` is played over several turns (`MultiTurnTask`)."""
-    return bool(getattr(_module(spec)[0], "MULTI_TURN", False))
+    """Whether the task named in `spec` is played over several turns (`MultiTurnTask`):
+    the module's `MULTI_TURN`, or its `is_multi_turn(arg)` when the argument decides
+    (`tool_multiply:demos` is the single-turn demonstrations of a multi-turn task)."""
+    module, arg = _module(spec)
+    if hasattr(module, "is_multi_turn"):
+        return bool(module.is_multi_turn(arg))
+    return bool(getattr(module, "MULTI_TURN", False))
 
 
 def make_task(spec: str, **options: Any) -> Task:

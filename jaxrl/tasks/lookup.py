@@ -23,7 +23,7 @@ from jaxrl.config import ConfigError
 from jaxrl.tools import DocumentSearch
 
 from .base import Example, Task
-from .tool_use import ToolUse
+from .tool_use import Demonstrations, ToolUse
 
 KNOBS = {"num_eval": 256, "split_seed": 0}
 MULTI_TURN = True
@@ -88,11 +88,28 @@ class Lookup(Task):
         return [self._example(longest)]
 
 
-def make(arg: str | None, **knobs: int) -> ToolUse:
-    """`tool_lookup`: lookup with a search tool; knobs `num_eval`, `split_seed`."""
-    if arg is not None:
-        raise ConfigError(f"invalid task='tool_lookup:{arg}': it takes no ':' argument")
+def is_multi_turn(arg: str | None) -> bool:
+    """`tool_lookup` is played over turns; `tool_lookup:demos` is single-turn SFT data."""
+    return arg != "demos"
+
+
+def make(arg: str | None, **knobs: int) -> ToolUse | Demonstrations:
+    """`tool_lookup`: lookup with a search tool; knobs `num_eval`, `split_seed`.
+    `tool_lookup:demos`: its demonstrations, for an SFT warm start."""
+    if arg not in (None, "demos"):
+        raise ConfigError(f"invalid task='tool_lookup:{arg}': the only argument is 'demos'")
     task = Lookup(**knobs)
     search = dataclasses.replace(DocumentSearch(task.documents, k=1).tool(), output_chars=24)
     longest = max(task.names, key=len)
-    return ToolUse(task, [search], format="plain", longest_call=f'<<search("{longest}")>>')
+    tool_use = ToolUse(task, [search], format="plain", longest_call=f'<<search("{longest}")>>')
+    if arg is None:
+        return tool_use
+
+    def name(example: Example) -> str:
+        return example.prompt.removeprefix("code ").removesuffix("=")
+
+    return Demonstrations(
+        tool_use,
+        call_of=lambda e: f'search("{name(e)}")',
+        result_of=lambda e: f"{name(e)}:{e.answer}",
+    )

@@ -20,13 +20,15 @@ the wrapped task's, so SFT on them teaches to answer without tools; demonstratio
 calls are `demonstration`.
 
 Registered as `tool_multiply`: a `digits`-digit number times a (`digits` - 1)-digit
-one (4 x 3 by default), with a calculator. A small model cannot multiply such numbers
-in its head; with the calculator it needs only to write the call and copy the result.
+one (4 x 3 by default), with a calculator; `tool_multiply:demos` is its demonstrations
+as single-turn pairs (`Demonstrations`), the SFT warm start for RL with the tool. A
+small model cannot multiply such numbers in its head; with the calculator it needs only
+to write the call and copy the result.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -117,14 +119,62 @@ class ToolUse(MultiTurnTask):
         return f"{self.fmt.start}{call}{self.fmt.end}{self.feedback(result)}{example.answer}"
 
 
-def make(arg: str | None, **knobs: int) -> ToolUse:
+class Demonstrations(Task):
+    """The episodes of a `ToolUse` task as single-turn (prompt, answer) pairs for SFT: the
+    answer is the call, its feedback and the answer (`ToolUse.demonstration`), so a warm
+    start learns the call format, then to copy the tool's result. `call_of(example)` is
+    the call's text and `result_of(example)` what the tool returns for it (known for the
+    task's own examples, so building a batch runs no tool). The alphabet is the tool
+    task's, so a model warm-started here reads and writes every text of its episodes."""
+
+    def __init__(
+        self,
+        tool_use: ToolUse,
+        call_of: Callable[[Example], str],
+        result_of: Callable[[Example], str],
+    ) -> None:
+        self.tool_use, self.call_of, self.result_of = tool_use, call_of, result_of
+        self.name = f"{tool_use.name}:demos"
+
+    def _demo(self, example: Example) -> Example:
+        text = self.tool_use.demonstration(example, self.call_of(example), self.result_of(example))
+        return Example(example.prompt, text)
+
+    @property
+    def alphabet(self) -> str:
+        return self.tool_use.alphabet
+
+    def sample_train(self, rng: np.random.Generator, n: int) -> list[Example]:
+        return [self._demo(e) for e in self.tool_use.sample_train(rng, n)]
+
+    def eval_examples(self) -> list[Example]:
+        return [self._demo(e) for e in self.tool_use.eval_examples()]
+
+    def longest_examples(self) -> Sequence[Example]:
+        return [self._demo(e) for e in self.tool_use.task.longest_examples()]
+
+
+def is_multi_turn(arg: str | None) -> bool:
+    """`tool_multiply` is played over turns; `tool_multiply:demos` is single-turn SFT data."""
+    return arg != "demos"
+
+
+def make(arg: str | None, **knobs: int) -> ToolUse | Demonstrations:
     """`tool_multiply`: multiplication with a calculator; knobs `digits` (of the first
-    factor; the second has one fewer), `num_eval`, `split_seed`."""
+    factor; the second has one fewer), `num_eval`, `split_seed`. `tool_multiply:demos`:
+    its demonstrations, for an SFT warm start."""
     from .multiply import Multiply
 
-    if arg is not None:
-        raise ConfigError(f"invalid task='tool_multiply:{arg}': it takes no ':' argument")
+    if arg not in (None, "demos"):
+        raise ConfigError(f"invalid task='tool_multiply:{arg}': the only argument is 'demos'")
     task = Multiply(**knobs)
     tools = [Tool.from_function(calculator, output_chars=32)]
     operands = task.longest_examples()[0].prompt.rstrip("=")
-    return ToolUse(task, tools, format="plain", longest_call=f'<<calculator("{operands}")>>')
+    tool_use = ToolUse(task, tools, format="plain", longest_call=f'<<calculator("{operands}")>>')
+    if arg is None:
+        return tool_use
+    return Demonstrations(
+        tool_use,
+        call_of=lambda e: f'calculator("{e.prompt.rstrip("=")}")',
+        result_of=lambda e: e.answer,
+    )

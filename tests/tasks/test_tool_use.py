@@ -169,3 +169,43 @@ def test_multi_turn_grpo_sizes_a_lookup_turn_for_the_longest_call():
     algo = grpo.make(cfg.replace(grpo.default_config(), **config))
     longest = max(algo.task.task.names, key=len)
     assert algo.turn_tokens == len(f'<<search("{longest}")>>') + 1
+
+
+# ---------------------------------------------------------------------- demonstrations
+@pytest.mark.parametrize("name", ["tool_multiply", "tool_lookup"])
+def test_demonstrations_are_whole_episodes_as_single_turn_pairs(name):
+    """`TASK:demos` is SFT's warm start for RL with the tool: each answer is an episode
+    (the call, its feedback, the answer), replayed exactly by the tool task; one alphabet."""
+    from jaxrl.tasks import is_multi_turn
+
+    tool_task = make_task(name, num_eval=8)
+    demos = make_task(f"{name}:demos", num_eval=8)
+    assert is_multi_turn(name) and not is_multi_turn(f"{name}:demos")
+    assert demos.alphabet == tool_task.alphabet
+    for demo, example in zip(demos.eval_examples(), tool_task.eval_examples(), strict=True):
+        call = demo.answer[: demo.answer.index(">>") + 2]
+        episode = play(tool_task, example, scripted(call, example.answer))
+        assert "".join(episode.history[1:]) == demo.answer
+        assert episode.rewards[-1] == 1.0
+    with pytest.raises(ConfigError, match=rf"invalid task='{name}:x': the only argument"):
+        make_task(f"{name}:x")
+
+
+def test_sft_warm_starts_on_demonstrations_and_grpo_continues_with_the_tool(tmp_path):
+    import jaxrl
+
+    model = {k: v for k, v in TINY.items() if k in ("num_layers", "hidden_size", "num_heads")}
+    model |= {"num_kv_heads": 2, "mlp_size": 64, "digits": 2, "num_eval": 4}
+    sft = jaxrl.train(
+        "sft", task="tool_multiply:demos", batch_size=4, total_steps=8, warmup=0.0,
+        eval_batch_size=4, stop_at_train_accuracy=None, run_dir=str(tmp_path / "sft"),
+        progress=False, **model,
+    )  # fmt: skip
+    assert 0.0 <= sft.summary["eval_accuracy"] <= 1.0
+    rl = {k: v for k, v in TINY.items() if k not in model and k != "task"}
+    result = jaxrl.train(
+        "grpo", task="tool_multiply", model=str(tmp_path / "sft" / "model"), progress=False,
+        **{k: v for k, v in rl.items() if k not in ("num_layers", "hidden_size", "num_heads")},
+        digits=2, num_eval=4,
+    )  # fmt: skip
+    assert "pass@1_before" in result.summary and "pass@1_after" in result.summary
