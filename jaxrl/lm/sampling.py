@@ -452,7 +452,6 @@ def generate(
         jnp.float32(1.0 if top_p is None else top_p),
         jnp.asarray(eos),
         jnp.int32(pad_id),
-        jnp.asarray(stops),
         max_new_tokens=int(max_new_tokens),
         top_k=None if top_k is None else int(top_k),
         use_top_p=top_p is not None,
@@ -460,6 +459,7 @@ def generate(
         num_samples=int(num_samples),
         windows=decode_windows(prompt_len, int(cache_len)),
         mesh=_params_mesh(params),
+        stops=jnp.asarray(stops),
     )
 
 
@@ -486,7 +486,6 @@ def _generate(
     top_p: jax.Array,
     eos_ids: jax.Array,
     pad_id: jax.Array,
-    stops: jax.Array,
     *,
     max_new_tokens: int,
     top_k: int | None,
@@ -495,6 +494,7 @@ def _generate(
     num_samples: int,
     windows: tuple[int, ...],
     mesh: jax.sharding.Mesh | None = None,
+    stops: jax.Array | None = None,
 ) -> SampleOutput:
     """The compiled sampler: prefill once per prompt, repeat, then decode.
 
@@ -511,6 +511,8 @@ def _generate(
     batch, prompt_len = prompt_tokens.shape
     rows = batch * num_samples
     head = lm_head_weight(params)
+    if stops is None:  # stop sequences (S, L): none
+        stops = jnp.zeros((0, 0), jnp.int32)
 
     # Prefill: run the prompt once per *prompt* (not per sample) and keep only
     # the last position's logits; all rows end at the last column (left padding).
