@@ -168,16 +168,18 @@ def curves_figure(run_dirs: Sequence[str | pathlib.Path], metric: str | None = N
     return fig
 
 
+def _nan_mean(values: np.ndarray, axis: int) -> np.ndarray:
+    """The mean over `axis` of the values that are not NaN, NaN where there is none,
+    without numpy's "Mean of empty slice" warning (a row before any episode ended)."""
+    counts = np.sum(~np.isnan(values), axis=axis)
+    totals = np.where(np.isnan(values), 0.0, values).sum(axis=axis)
+    return np.where(counts > 0, totals / np.maximum(counts, 1), np.nan)
+
+
 def _mean_std_over_seeds(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per row, mean and std over the seeds that have a value (NaN where none has: an
-    early row before any episode ended), without numpy's "Mean of empty slice"."""
-    counts = np.sum(~np.isnan(values), axis=1)
-    filled = np.where(np.isnan(values), 0.0, values)
-    safe = np.maximum(counts, 1)
-    mean = filled.sum(axis=1) / safe
-    var = np.where(np.isnan(values), 0.0, (values - mean[:, None]) ** 2).sum(axis=1) / safe
-    empty = counts == 0
-    return np.where(empty, np.nan, mean), np.where(empty, np.nan, np.sqrt(var))
+    """Per row, mean and (ddof 0) std over the seeds that have a value (`_nan_mean`)."""
+    mean = _nan_mean(values, axis=1)
+    return mean, np.sqrt(_nan_mean((values - mean[:, None]) ** 2, axis=1))
 
 
 def _targets(resolved: Sequence[dict[str, Any]]) -> str:
@@ -204,9 +206,7 @@ def final_scores(
     for run_dir in run_dirs:
         for label, (_, values) in load_curves(run_dir, metric).items():
             last = values[-max(1, int(np.ceil(FINAL_FRACTION * len(values)))) :]
-            counts = np.sum(~np.isnan(last), axis=0)
-            totals = np.where(np.isnan(last), 0.0, last).sum(axis=0)
-            finals = np.where(counts > 0, totals / np.maximum(counts, 1), np.nan)
+            finals = _nan_mean(last, axis=0)
             scores[label] = finals[~np.isnan(finals)]
     return scores
 

@@ -114,8 +114,9 @@ class LMRLConfig(LMConfig):
     # -- budget (completions per agent; see the class docstring)
     total_steps: int = 204_800
     """Completions (samples) per agent. The default, 1,600 updates, is the budget of the
-    learning target: from the default SFT warm start, held-out pass@1 +30 points or more
-    (benchmarks/notes/2026-11-27-lm-learning.md, "GRPO learning")."""
+    learning target, a held-out pass@1 gain from the default SFT warm start (the
+    `grpo_addition` result in benchmarks/results; its `-m full` test's threshold is
+    +0.30)."""
     num_prompts: int = 16
     """Prompts per update."""
     group_size: int = 8
@@ -852,10 +853,9 @@ def stall_counters(stalled: Sequence[int], zero_advantage_groups: Sequence[float
     the agent, when a count reaches `STALL_UPDATES`.
 
     Under a group estimator all advantages are then zero, so the policy no longer
-    changes (collapsed or saturated). A learning rate 1.5-2.5x the default drove the
-    policy there on addition (reward 0, most completions running to the length budget),
-    and it did not recover (benchmarks/notes/2026-11-27-lm-learning.md, "GRPO learning-rate
-    sensitivity").
+    changes (collapsed or saturated). Too high a learning rate drives the policy there on
+    addition (reward 0, most completions running to the length budget), and it does not
+    recover (benchmarks/notes, "GRPO learning-rate sensitivity").
     The counters live in the host state, so a resumed run warns when the uninterrupted
     one would.
     """

@@ -39,8 +39,8 @@ patches + matmul, and `Conv` is flax's `nn.Conv` computed by it, the layer every
 uses (MinAtar encoders of Dreamer, DQN and PQN): inside a loop, XLA's CPU convolution
 gradients are many times slower than outside one, and a matmul's are not (see `patch_conv`).
 
-Which form is fastest was measured by `benchmarks/dreamer_conv.py` (its numbers are in
-benchmarks/notes/2026-11-27-dreamer-throughput.md, "Dreamer throughput"); `FAST_POOL`
+Which form is fastest is measured by `benchmarks/dreamer_conv.py` (its history is in
+benchmarks/notes, "Dreamer throughput"); `FAST_POOL`
 and `FAST_UPSAMPLE` name the forms the networks use: the fastest inside a loop, where
 training runs them. Alone, the `s2d` and `subpixel` forms (plain convolutions over
 rearranged inputs) are as fast or faster; inside a loop their gradients slow down like
@@ -126,8 +126,7 @@ def patch_conv(
     under the driver's scan over updates) XLA's CPU backend computes a convolution's
     gradients many times slower than the same program outside a loop, while a matmul's
     speed does not change (`benchmarks/dreamer_conv.py --loop-length`;
-    benchmarks/notes/2026-11-27-dreamer-throughput.md,
-    "Convolutions inside a loop", which also measures a Dreamer gradient step on
+    benchmarks/notes, "Convolutions inside a loop", which also measures a Dreamer gradient step on
     MinAtar's 10x10 frames with each form). No dilation and no feature groups (an error
     names them). Networks use it through `Conv`.
     """

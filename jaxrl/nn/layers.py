@@ -46,7 +46,7 @@ def flat_dot_general(
     contracts two axes of the input and of the output gradient, and XLA's CPU backend
     then transposes the whole output gradient (with the activation's derivative fused
     into that copy) before the dot. For small models those copies are a large share of
-    the learning step (measured by benchmarks/notes/2026-11-27-grpo-step-speed.md, "GRPO step
+    the learning step (benchmarks/grpo_step.py measures it; benchmarks/notes, "GRPO step
     speed").
     `jaxrl.nn.conv.patch_conv` multiplies its patches with it too.
     """

@@ -99,9 +99,8 @@ def _init_on_one_device(mesh: jax.sharding.Mesh) -> bool:
     devices run their init at once: each call splits its batch into tasks on XLA's
     CPU thread pool and blocks until they finish, from a thread of that same pool,
     until no thread is left to run them (SAC and TD3 on two devices hung;
-    benchmarks/notes/2026-11-27-offpolicy-throughput.md, "SAC and TD3 hung on several CPU
-    devices"). CPU devices share the host's memory, so one of them holds the whole state
-    as cheaply.
+    benchmarks/notes, "SAC and TD3 hung on several CPU devices"). CPU devices share the
+    host's memory, so one of them holds the whole state as cheaply.
     """
     return jax.default_backend() == "cpu" and mesh.devices.size > 1 and jax.process_count() == 1
 

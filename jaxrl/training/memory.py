@@ -22,6 +22,7 @@ reports nothing, nothing is checked.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -46,14 +47,11 @@ def tree_bytes(tree: Any) -> int:
 
 def host_available_bytes() -> int | None:
     """The host memory a new allocation can use without swapping (`MemAvailable`)."""
-    try:
-        with open("/proc/meminfo") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
+    with contextlib.suppress(OSError), open("/proc/meminfo") as meminfo:  # Linux
+        for line in meminfo:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    try:  # elsewhere: the free pages
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         return None

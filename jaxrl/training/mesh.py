@@ -234,7 +234,7 @@ def psum_in_buckets(tree: Any, axis_name: str, bucket_bytes: int = BUCKET_BYTES)
     Why: XLA combines the all-reduces of a gradient's leaves into one all-reduce of a
     tuple, and its CPU runtime executes that as one rendezvous of the devices per tuple
     element, so a model with many leaves pays one rendezvous per leaf and step, where
-    one buffer pays one (benchmarks/notes/2026-11-27-grpo-step-speed.md). Same sums,
+    one buffer pays one (benchmarks/notes, "GRPO step speed"). Same sums,
     bit for bit: the concatenation only moves the numbers.
     """
     leaves, treedef = jax.tree.flatten(tree)

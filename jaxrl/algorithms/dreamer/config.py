@@ -69,10 +69,9 @@ class DreamerConfig:
     """Replayed steps per environment step (DreamerV3's train ratio): gradient steps per
     update = train_ratio * num_envs * train_every / (batch_size * batch_length), which
     must be a whole number. 64 (one gradient step per 16 environment steps) is where
-    every backbone solves CartPole within 100k steps (final returns 500 / 493 / 500
-    for gru / ssm / transformer, against 370 / 357 / 463 at 32;
-    benchmarks/notes/2026-11-27-control-learning.md,
-    "Dreamer learning"); DreamerV3 itself uses 512 and more, which a CPU cannot afford."""
+    every backbone solved CartPole within 100k steps and 32 was not (benchmarks/notes,
+    "Dreamer learning"; the `dreamer_cartpole_*` results measure it at the current
+    code); DreamerV3 itself uses 512 and more, which a CPU cannot afford."""
     batch_size: int = 16
     """Replayed sequences per gradient step."""
     batch_length: int = 64
@@ -111,12 +110,11 @@ class DreamerConfig:
     actor_lr: float = 3e-5
     """Actor learning rate (Adam)."""
     critic_lr: float = 3e-4
-    """Critic learning rate (Adam). Ten times DreamerV3's 3e-5: at train ratio 32 (the
-    default then) a 100k-step run made ~3k gradient steps, and at 3e-5 the critic's mean value
-    on CartPole was still 6.5 after them (discounted returns of about 100 and more), so
-    the actor only saw 15-step consequences; at 3e-4 it tracks them
-    (benchmarks/notes/2026-11-27-control-learning.md,
-    "Dreamer learning")."""
+    """Critic learning rate (Adam). Ten times DreamerV3's 3e-5: a 100k-step CPU run makes
+    only a few thousand gradient steps, after which a critic at 3e-5 still far
+    undershot CartPole's discounted returns, so the actor saw only short-horizon
+    consequences; at 3e-4 the critic tracks them (benchmarks/notes, "Dreamer
+    learning")."""
     adam_eps: float = 1e-8
     """Epsilon of Adam's denominator (all three optimisers)."""
     model_grad_clip: float = 1000.0
@@ -263,12 +261,10 @@ PRESETS: dict[str, dict[str, Any]] = {
     "Acrobot-v1": {"total_steps": 100_000},
     "Pendulum-v1": {"total_steps": 100_000},
 }
-# MinAtar: measured on Breakout (benchmarks/notes/2026-11-27-control-learning.md, "Dreamer on
-# Breakout-MinAtar":
-# 1.32 at 100k steps, 1.54-1.55 at 150k, random 0.4-0.5; 26 min of training on 2 cores).
-# The same budget: SpaceInvaders 12.97 (random 4.03); Asterix 0.41 and Freeway 0.50, no
-# better than random (0.49, 0.35; on Freeway the actor stayed uniform: its rare rewards
-# leave the advantages ~0).
+# MinAtar: 150k steps with the xs model, chosen on Breakout, where returns still rose
+# from 100k to 150k (benchmarks/notes, "Dreamer on Breakout-MinAtar"). What each game
+# reaches is its `dreamer_*` result in benchmarks/results; on Asterix and Freeway this
+# budget did not beat random play (on Freeway the rare rewards leave the advantages ~0).
 for _game in ("Breakout", "Asterix", "Freeway", "SpaceInvaders"):
     PRESETS[f"{_game}-MinAtar"] = {"total_steps": 150_000, "model_size": "xs"}
 

@@ -29,14 +29,15 @@ class SFTConfig(LMConfig):
     (`stop_at_train_accuracy`), at most 128,000 samples. Stopping on accuracy rather
     than after a fixed budget is what makes the warm start the same on every seed: the
     loss sits on a plateau until the model learns to carry, and when it leaves depends
-    on the seed and even the CPU's rounding (after 40,000 samples, seeds 0-2 gave 0.04,
-    0.05 and 0.93 held-out exact match), while GRPO needs some reward to work from and
-    room to improve. The constant rate matters too: a model annealed to a zero learning
-    rate sits where GRPO's steps only hurt held-out prompts
-    (benchmarks/notes/2026-11-27-lm-learning.md, "GRPO
-    learning"). `stop_at_train_accuracy=None` trains the whole budget; 128,000 samples
-    reach >= 0.9 held-out exact match (`tests/algorithms/test_sft_learning.py`). Model,
-    LoRA, mesh and optimiser fields: see `LMConfig`.
+    on the seed and even the CPU's rounding (a fixed budget left some seeds near zero
+    held-out exact match and others nearly solved), while GRPO needs some reward to
+    work from and room to improve. The constant rate matters too: a model annealed to a
+    zero learning rate sits where GRPO's steps only hurt held-out prompts
+    (benchmarks/notes, "GRPO learning"; the warm start's own result is
+    `sft_addition_default` in benchmarks/results). `stop_at_train_accuracy=None` trains the
+    whole budget; 128,000 samples reach >= 0.9 held-out exact match
+    (`tests/algorithms/test_sft_learning.py`). Model, LoRA, mesh and optimiser fields: see
+    `LMConfig`.
     """
 
     max_len: int | None = None
