@@ -31,6 +31,8 @@ FILES = (
     "docs/lm.md",
     "docs/ARCHITECTURE.md",
     "docs/lm_sampling.md",
+    "docs/plan.md",
+    "docs/distributed.md",
 )
 
 
@@ -361,6 +363,68 @@ def speed_detail(name: str) -> str:
     return "\n".join(lines)
 
 
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 / 10 else f"{n / 2**20:.1f} MiB"
+
+
+def _verdict(total: float, budget: float | None, out_of_memory: bool) -> str:
+    """The plan's words for a step's fit (`jaxrl/plan/report.py`: tight above 95%)."""
+    if out_of_memory:
+        return "XLA refused it: temporaries exceed the HBM"
+    if not budget:
+        return ""
+    share = f"{total / budget:.0%}"
+    if total <= 0.95 * budget:
+        return f"{share}: fits"
+    return f"{share}: fits, tightly" if total <= budget else f"{share}: DOES NOT FIT"
+
+
+def plan_table(case: str) -> str:
+    """One case of the `plan_tpu` result: per-device memory by role for each compiled
+    step, XLA's peak against the HBM, FLOPs, traffic and roofline, and the planner's
+    own cost on this CPU."""
+    record = load("plan_tpu")
+    cases = (record or {}).get("raw", {}).get("cases", {})
+    if case not in cases:
+        return _PLAN_MISSING.format(case=case)
+    plan = cases[case]
+    steps = plan["steps"]
+    labels = [label for label in steps[0]["memory"]]
+    for step in steps[1:]:
+        labels += [label for label in step["memory"] if label not in labels]
+    lines = ["| per device | " + " | ".join(s["name"] for s in steps) + " |"]
+    lines.append("|---|" + "---|" * len(steps))
+    for label in labels:
+        cells = [_gib(s["memory"][label]) if label in s["memory"] else "" for s in steps]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    budget = plan["hbm_bytes"]
+    lines.append(
+        "| **total (XLA's peak)** | "
+        + " | ".join(
+            f"**{_gib(s['total'])}** ({_verdict(s['total'], budget, s['out_of_memory'])})"
+            for s in steps
+        )
+        + " |"
+    )
+    lines.append("| FLOPs per update | " + " | ".join(f"{s['flops']:.3e}" for s in steps) + " |")
+    lines.append("| HBM traffic | " + " | ".join(_gib(s["bytes_accessed"]) for s in steps) + " |")
+    lines.append(
+        "| roofline step time | "
+        + " | ".join(f"{s['roofline_seconds']:.2f} s ({s['bound']})" for s in steps)
+        + " |"
+    )
+    mark = LOADED if plan["load_average_at_start"] > 1.5 else ""
+    lines.append("")
+    lines.append(
+        f"Planned in {plan['wall_seconds']:.0f} s of wall time and {plan['cpu_seconds']:.0f} "
+        f"CPU seconds, peak RSS {plan['max_rss_bytes'] / 1e9:.2f} GB, at load average "
+        f"{plan['load_average_at_start']:.1f}{mark} (commit {str(record['commit'])[:7]}, "
+        f"{record['date'][:10]}; `{plan['chip']['name']}` chips, "
+        f"{_gib(budget)} of HBM each)."
+    )
+    return "\n".join(lines)
+
+
 def figures_block() -> str:
     """README's learning-curve figures: one per family with curves in its results."""
     names = sorted(p.stem for p in IMG.glob("learning_*.png")) if IMG.exists() else []
@@ -374,6 +438,47 @@ def _family_names(family: str) -> list[str]:
     return [e.name for e in registry.ENTRIES if e.kind == "learning" and e.family == family]
 
 
+def _percent(probed: float, full: float) -> str:
+    return f"{100 * (probed - full) / full:+.1f}%" if full else "-"
+
+
+def probe_accuracy() -> str:
+    """How far the shallow probes of a deep model are from compiling it whole: the
+    6-layer GRPO step of the `plan_tpu` result, on `cpu:8` and on `v5e:2x2`."""
+    record = load("plan_tpu")
+    cases = (record or {}).get("raw", {}).get("cases", {})
+    where = {"cpu8": "`cpu:8` (hidden 64, 8 prompts x 4)", "v5e_2x2": "`v5e:2x2`"}
+    if not all(f"grpo6_{w}_{h}" in cases for w in where for h in ("probed", "full")):
+        return _PLAN_MISSING.format(case="grpo6_*")
+    lines = ["| probed vs whole | " + " | ".join(where.values()) + " |", "|---|---|---|"]
+
+    def row(label: str, value: Callable[[dict[str, Any]], float], unit: str = "") -> None:
+        cells = []
+        for w in where:
+            probed = {s["name"]: s for s in cases[f"grpo6_{w}_probed"]["steps"]}
+            full = {s["name"]: s for s in cases[f"grpo6_{w}_full"]["steps"]}
+            step = label.split()[0]
+            a, b = value(probed[step]), value(full[step])
+            cells.append(
+                "equal" if a == b else f"{a:,.4g}{unit} vs {b:,.4g}{unit} ({_percent(a, b)})"
+            )
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+
+    row("collect temporaries", lambda s: s["memory_analysis"]["temp_size_in_bytes"], " B")
+    row("learn temporaries", lambda s: s["memory_analysis"]["temp_size_in_bytes"], " B")
+    row("collect FLOPs", lambda s: s["flops"])
+    row("learn FLOPs", lambda s: s["flops"])
+    row("learn HBM traffic", lambda s: s["bytes_accessed"], " B")
+    return "\n".join(lines)
+
+
+# benchmarks/plan_tpu.py's cases (not imported: it is a script, run in libtpu's venv).
+_PLAN_CASES = ("llama3_8b_v5e_2x4", "llama3_8b_v5e_4x4", "qwen3_06b_v5e_2x2")
+_PLAN_MISSING = (
+    "`plan_tpu` ({case}): not measured yet (`python -m benchmarks.reproduce --only plan_tpu`, "
+    "with libtpu: benchmarks/plan_tpu.py)."
+)
+
 BLOCKS: dict[str, Callable[[], str]] = {
     "what-you-can-train": what_you_can_train,
     "default-suite-duration": suite_duration,
@@ -384,6 +489,8 @@ BLOCKS: dict[str, Callable[[], str]] = {
         for e in registry.ENTRIES
         if e.kind == "speed"
     },
+    **{f"plan-{case}": (lambda case=case: plan_table(case)) for case in _PLAN_CASES},
+    "plan-probe-accuracy": probe_accuracy,
     **{
         f"learning-{family}": (lambda family=family: learning_table(_family_names(family)))
         for family in ("ppo", "pqn", "dqn", "c51", "sac", "td3", "dreamer")

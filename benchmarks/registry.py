@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
-Kind = Literal["learning", "speed", "duration"]
+Kind = Literal["learning", "speed", "plan", "duration"]
 Tier = Literal["ci", "full"]
 
 # LM results: completions per update with GRPO's and PPO-LM's defaults (16 prompts x 8).
@@ -338,6 +338,20 @@ ENTRIES: tuple[Entry, ...] = (
         None,
         "the sandbox before issue 30 (commit 59f81fc)",
         "seconds per sandboxed program, one at a time and in a batch of 16, per mode",
+    ),
+    # --- plans: what `jaxrl plan` prints for TPU slices (needs libtpu: benchmarks/plan_tpu.py)
+    Entry(
+        name="plan_tpu",
+        kind="plan",
+        tier="full",
+        measures=(
+            "per-device memory, FLOPs and roofline of GRPO steps planned for v5e slices "
+            "(Llama-3-8B- and Qwen3-0.6B-shaped), and the planner's wall time, CPU and RSS"
+        ),
+        command="python benchmarks/plan_tpu.py",
+        minutes=40.0,
+        runner="script",
+        peer="none (the compiler's figures; the planner's cost on this CPU)",
     ),
     # --- durations
     Entry(
