@@ -319,15 +319,25 @@ def _speed_rows(name: str, raw: dict[str, Any]) -> tuple[list[str], list[list[st
             for r in _cells(raw, "results")
         ]
     if name == "grpo_step":
-        return ["new tokens", "jaxrl / TRL (tokens/s)", "target", "judged"], [
-            [
-                str(r["max_new_tokens"]),
-                f"{r['tokens_per_second_ratio']:.2f}x",
-                f"{r['target']:g}x",
-                r.get("note") or str(r.get("met")),
-            ]
-            for r in raw.get("ratios", [])
-        ]
+        # Per length: the two libraries' default layouts (1 device or process, no
+        # micro-batches), then the pair of each one's fastest layout, which is judged.
+        rows = []
+        for r in raw.get("ratios", []):
+            default = r.get("jaxrl") == "jaxrl" and r.get("trl") == "trl"
+            if not (default or r.get("best")):
+                continue
+            judged = r.get("note") or {True: "met", False: "not met", None: "-"}[r.get("met")]
+            rows.append(
+                [
+                    str(r["max_new_tokens"]),
+                    f"{r.get('jaxrl', 'jaxrl')} / {r.get('trl', 'trl')}"
+                    + (" (fastest of each)" if r.get("best") else " (defaults)"),
+                    f"{r['tokens_per_second_ratio']:.2f}x",
+                    f"{r['target']:g}x",
+                    judged if r.get("best") else "-",
+                ]
+            )
+        return ["new tokens", "layouts", "jaxrl / TRL (tokens/s)", "target", "judged"], rows
     if name == "dreamer_throughput":
         return ["row", "ms per training step", "updates/s"], [
             [r["row"], _rate(r["train_step_ms"]), f"{r['updates_per_second']:.3f}"]
@@ -360,6 +370,49 @@ def speed_detail(name: str) -> str:
     lines.append("| " + " | ".join(header) + " |")
     lines.append("|" + "---|" * len(header))
     lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def devices_table() -> str:
+    """docs/distributed.md's "2 CPU devices against 1" rows, from the GRPO step
+    benchmark's jaxrl layouts (`grpo_step`: `jaxrl-dP-mbM` is P XLA CPU devices and M
+    micro-batches per update, `jaxrl` the 1x1 layout)."""
+    record = load("grpo_step")
+    cells = {
+        (c["library"], c["max_new_tokens"]): c
+        for c in _cells((record or {}).get("raw", {}))
+        if c["library"].startswith("jaxrl")
+    }
+    lengths = sorted({n for _, n in cells})
+    wanted = {
+        "jaxrl-d2": "2 devices against 1",
+        "jaxrl-mb2": "1 device with `micro_batches=2` against 1 device without",
+        "jaxrl-d2-mb2": "2 devices with `micro_batches=2` against 1 device without",
+    }
+    if not any((layout, n) in cells for layout in wanted for n in lengths):
+        return "Not measured yet with layouts (`python -m benchmarks.reproduce --only grpo_step`)."
+    lines = ["| workload | completion tokens/s, ratio |", "|---|---|"]
+    for n in lengths:
+        base = cells.get(("jaxrl", n))
+        for layout, words in wanted.items():
+            if base is None or (layout, n) not in cells:
+                continue
+            ratio = (
+                cells[(layout, n)]["completion_tokens_per_second"]
+                / base["completion_tokens_per_second"]
+            )
+            lines.append(
+                f"| GRPO step, tiny Llama, 64 rows, {n} new tokens: {words} | {ratio:.2f}x |"
+            )
+    load_avg = record.get("load_average_at_start")
+    mark = LOADED if record.get("loaded") in (True, None) else ""
+    lines += [
+        "",
+        f"Measured at commit {str(record['commit'])[:7]} on {record['date'][:10]}, load "
+        f"average at the start {load_avg[0]:.1f}{mark} (`grpo_step`, benchmarks/README.md)."
+        if load_avg
+        else f"Measured at commit {str(record['commit'])[:7]}, load not recorded{mark}.",
+    ]
     return "\n".join(lines)
 
 
@@ -491,6 +544,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     },
     **{f"plan-{case}": (lambda case=case: plan_table(case)) for case in _PLAN_CASES},
     "plan-probe-accuracy": probe_accuracy,
+    "devices-grpo": devices_table,
     **{
         f"learning-{family}": (lambda family=family: learning_table(_family_names(family)))
         for family in ("ppo", "pqn", "dqn", "c51", "sac", "td3", "dreamer")
