@@ -290,8 +290,7 @@ class CacheSlots:
         width = self.block.shape[1]
         if decode_start != self.index + width:
             raise RuntimeError(
-                f"the device wrote the block at {decode_start - width}, the books say "
-                f"{self.index}"
+                f"the device wrote the block at {decode_start - width}, the books say {self.index}"
             )
         self.mask[:, self.index : decode_start] = self.block
         self.cached += self.block.sum(1)
@@ -405,7 +404,9 @@ class MultiTurnRollout(RolloutAlgorithm):
         rollout: dict[str, Any] = {"episodes": episodes, "turn": 0}
         if self.reuses_cache:
             rollout["slots"] = [CacheSlots.empty(len(rows), self.cache_len) for rows in episodes]
-        inputs = self._stack([self.turn_inputs(rows, rollout, i) for i, rows in enumerate(episodes)])
+        inputs = self._stack(
+            [self.turn_inputs(rows, rollout, i) for i, rows in enumerate(episodes)]
+        )
         return inputs, {**host_state, "rollout": rollout}
 
     def turn_inputs(self, rows: Sequence[EpisodeRow], rollout: dict, i: int) -> dict:

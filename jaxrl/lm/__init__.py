@@ -10,9 +10,9 @@ from jaxrl.lm.lora import LoRAConfig, apply_lora, init_lora, load_lora, merge_lo
 from jaxrl.lm.model import KVCache, Transformer, init_cache, lm_head_weight
 from jaxrl.lm.sampling import (
     SampleOutput,
-    sample_from_cache,
     generate,
     prefill,
+    sample_from_cache,
     sample_logits,
     token_logprobs,
     top_k_filter,

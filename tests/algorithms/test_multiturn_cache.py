@@ -86,7 +86,9 @@ def _model(lora: bool):
 
 def _row(prompt: list[int]) -> lmt.EpisodeRow:
     n = len(prompt)
-    return lmt.EpisodeRow(None, n, list(prompt), [False] * n, [0.0] * n, [0.0] * n, [-1] * n, [], [])
+    return lmt.EpisodeRow(
+        None, n, list(prompt), [False] * n, [0.0] * n, [0.0] * n, [-1] * n, [], []
+    )
 
 
 @pytest.mark.parametrize("lora", [False, True], ids=["gqa", "gqa-lora"])
@@ -228,13 +230,17 @@ def test_rounds_with_reuse_send_only_the_new_tokens():
     index = 0
     for t in range(4):
         start = index + (17 if t == 0 else 9)
-        collected = {**turn, "decode_start": np.asarray([start]), "cache_index": np.asarray([start + 1])}
+        collected = {
+            **turn,
+            "decode_start": np.asarray([start]),
+            "cache_index": np.asarray([start + 1]),
+        }
         inputs, host = algo.respond(collected, host)
         index = start + 1
         if t == 3:
             break
         higher = [tok.eos_id, *tok.encode(" higher:")]
-        for i, row in enumerate(rows):
+        for i in range(len(rows)):
             sent = inputs["tokens"][0, i][inputs["mask"][0, i]].tolist()
             assert sent == (higher if live[i] else [])
             cached = inputs["cache_mask"][0, i]

@@ -179,26 +179,6 @@ CASES = {
             "reward": "correct+length:3:2",
         },
     ),
-    "ppo-lm-guess": (
-        "ppo-lm",
-        None,
-        {
-            "task": "guess",
-            "max_number": 8,
-            "num_eval": 8,
-            "num_layers": 1,
-            "hidden_size": 32,
-            "num_heads": 2,
-            "num_kv_heads": 2,
-            "mlp_size": 64,
-            "eval_batch_size": 32,
-            "num_prompts": 4,
-            "group_size": 4,
-            "total_steps": 16 * 2,
-            "eval_samples": 4,
-            "ent_coef": 0.01,
-        },
-    ),
 }
 out = {}
 names = sys.argv[2:] or list(CASES)
