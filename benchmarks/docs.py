@@ -327,16 +327,29 @@ def _speed_rows(name: str, raw: dict[str, Any]) -> tuple[list[str], list[list[st
             for r in raw.get("ratios", [])
         ]
     if name == "multiturn_update":
-        return ["KV cache across turns", "s per update", "sampling s", "turns", "speedup"], [
-            [
-                r["variant"],
-                f"{r['update_seconds_median']:.3f}",
-                f"{r['sample_seconds_median']:.3f}",
-                f"{r['turns_mean']:.2f}",
-                f"{raw['speedup']:.2f}x" if r["variant"] == "reuse" else "1x",
-            ]
-            for r in raw.get("variants", [])
-        ]
+        header = ["game", "KV cache across turns", "s per update", "sampling s", "turns"]
+        rows = []
+        for w in raw.get("workloads", []):
+            for r in w["variants"]:
+                rows.append(
+                    [
+                        f"1-{w['max_number']} ({w['turns']} turns)",
+                        r["variant"],
+                        f"{r['update_seconds_median']:.3f}",
+                        f"{r['sample_seconds_median']:.3f}",
+                        f"{r['turns_mean']:.2f}",
+                    ]
+                )
+            rows.append(
+                [
+                    f"1-{w['max_number']}",
+                    "speedup",
+                    f"{w['speedup']:.2f}x",
+                    f"{w['sampling_speedup']:.2f}x",
+                    "",
+                ]
+            )
+        return header, rows
     if name == "dreamer_throughput":
         return ["row", "ms per training step", "updates/s"], [
             [r["row"], _rate(r["train_step_ms"]), f"{r['updates_per_second']:.3f}"]

@@ -1,14 +1,18 @@
 """Multi-turn GRPO update time on `guess`, with and without KV-cache reuse across turns.
 
     python benchmarks/multiturn_update.py                      # 3 repeats of 5 updates each
-    python benchmarks/multiturn_update.py --repeats 1 --updates 2 --out /tmp/mt.json  # smoke
+    python benchmarks/multiturn_update.py --repeats 1 --updates 2 --max-numbers 8 \
+        --out /tmp/mt.json                                     # smoke
 
-Workload: the guessing game (`--task guess`, numbers 1..8, 4 turns: prompt 17 tokens,
-a reply of at most 2, feedback of at most 8), the model of the game's learning tests
+Workloads: the guessing game (`--task guess`) at `--max-numbers` (default 8, the
+game's default: 4 turns, prompt 17 tokens, a reply of at most 2, feedback of at most 8;
+and 32: 6 turns, replies of at most 3), the model of the game's learning tests
 (tests/algorithms/conftest.py's `GUESS`: 2 layers, hidden 64, 4 heads, MLP 256, float32),
 warm-started by a short SFT on the game (3,200 samples, as those tests do) so that its
 replies are numbers and episodes last several turns; GRPO's defaults otherwise (16
-prompts x 8 episodes per update, one AdamW step, temperature 1).
+prompts x 8 episodes per update, one AdamW step, temperature 1). The first workload's
+ratio is the headline `speedup`; the second, a longer game, has more turns to save on
+but longer rows for the learning step, which reuse does not change.
 
 Two algorithm objects differ only in `reuse_kv_cache`: True keeps each episode's KV
 cache between turns and prefills only the new tokens (`jaxrl/algorithms/lm_multiturn.py`),
@@ -20,10 +24,12 @@ the same updates their parameters' fingerprints are equal, unless float rounding
 cached logits flipped a sampled token). After one warm-up update each (compilation),
 `--repeats` rounds alternate the two, `--updates` timed updates each per round.
 
-Reported per variant: the median and minimum seconds per update, the median
-`sample_seconds` (the update's rounds and host work, from `prepare` to `process`) and
-the mean turns per episode; and `speedup`, the ratio of the median update times
-(without / with reuse) against the target of 1.5. The load average is recorded at the
+Reported per workload and variant: the median and minimum seconds per update, the
+median `sample_seconds` (the update's rounds and host work, from `prepare` to `process`;
+the rest of an update is the learning step, which reads whole rows either way) and the
+mean turns per episode; per workload `speedup`, the ratio of the median update times
+(without / with reuse, against the target of 1.5), and `sampling_speedup`, that of the
+median `sample_seconds`. The load average is recorded at the
 start and a warning printed above 1.5. Writes JSON to `--out` (default
 benchmarks/results/multiturn_update.json; `python -m benchmarks.reproduce --only
 multiturn_update` writes the results file).
@@ -58,14 +64,22 @@ GUESS = dict(
 )
 
 
-def warm_start(run_dir: Path) -> None:
+def options(max_number: int) -> dict[str, Any]:
+    """The game's config fields at `max_number` (a longer context past 8: more turns)."""
+    return {**GUESS, "max_number": max_number, "context_len": 64 if max_number <= 8 else 128}
+
+
+def warm_start(run_dir: Path, max_number: int = 8) -> None:
     """The guessing game's SFT warm start (3,200 samples, seed 0) into `run_dir`."""
     from jaxrl import config as cfg
     from jaxrl.algorithms import sft
     from jaxrl.training.driver import RunConfig, train
 
     config = cfg.replace(
-        sft.default_config(), **GUESS, total_steps=3200, stop_at_train_accuracy=None
+        sft.default_config(),
+        **options(max_number),
+        total_steps=3200,
+        stop_at_train_accuracy=None,
     )
     train(sft.make(config), RunConfig(run_dir=str(run_dir), seed=0, progress=False))
 
@@ -73,7 +87,7 @@ def warm_start(run_dir: Path) -> None:
 class Variant:
     """One algorithm (`reuse_kv_cache` on or off) with its state, stepped update by update."""
 
-    def __init__(self, model_dir: Path, reuse: bool, updates: int):
+    def __init__(self, model_dir: Path, reuse: bool, updates: int, max_number: int = 8):
         import jax
 
         from jaxrl import config as cfg
@@ -82,7 +96,7 @@ class Variant:
 
         config = cfg.replace(
             grpo.default_config(),
-            **GUESS,
+            **options(max_number),
             model=str(model_dir),
             reuse_kv_cache=reuse,
             total_steps=128 * updates,
@@ -132,11 +146,47 @@ class Variant:
         }
 
 
+def measure(max_number: int, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    """Both variants on the game up to `max_number`, alternating (module docstring)."""
+    model_dir = args.model
+    if model_dir is None:
+        model_dir = tmp / f"sft-guess-{max_number}"
+        t0 = time.perf_counter()
+        warm_start(model_dir, max_number)
+        print(f"max_number {max_number}: SFT warm start {time.perf_counter() - t0:.0f} s")
+    total = 1 + args.repeats * args.updates
+    variants = [Variant(model_dir, reuse, total, max_number) for reuse in (True, False)]
+    for variant in variants:
+        t0 = time.perf_counter()
+        variant.update(timed=False)  # compiles collect and learn
+        print(f"{variant.name}: first update {time.perf_counter() - t0:.1f} s", flush=True)
+    for repeat in range(args.repeats):
+        order = variants if repeat % 2 == 0 else variants[::-1]
+        for variant in order:
+            for _ in range(args.updates):
+                variant.update()
+            recent = variant.seconds[-args.updates :]
+            print(f"{variant.name}: {statistics.median(recent):.3f} s per update", flush=True)
+    reuse, plain = variants
+    rows = [v.summary() for v in variants]
+    return {
+        "max_number": max_number,
+        "turns": reuse.algo.task.max_turns,
+        "variants": rows,
+        "speedup": rows[1]["update_seconds_median"] / rows[0]["update_seconds_median"],
+        "sampling_speedup": rows[1]["sample_seconds_median"] / rows[0]["sample_seconds_median"],
+        "same_params": reuse.fingerprint() == plain.fingerprint(),
+    }
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3, help="rounds of both variants")
     parser.add_argument("--updates", type=int, default=5, help="timed updates per round")
-    parser.add_argument("--model", type=Path, default=None, help="a warm start to reuse")
+    parser.add_argument("--max-numbers", type=int, nargs="+", default=[8, 32])
+    parser.add_argument(
+        "--model", type=Path, default=None, help="a warm start to reuse (one --max-numbers)"
+    )
     parser.add_argument("--out", type=Path, default=HERE / "results" / "multiturn_update.json")
     args = parser.parse_args(argv)
     result = run_metadata("multiturn_update", __file__, argv)
@@ -145,47 +195,30 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import jax
 
     with tempfile.TemporaryDirectory() as tmp:
-        model_dir = args.model
-        if model_dir is None:
-            model_dir = Path(tmp) / "sft-guess"
-            t0 = time.perf_counter()
-            warm_start(model_dir)
-            print(f"SFT warm start: {time.perf_counter() - t0:.0f} s", flush=True)
-        total = 1 + args.repeats * args.updates
-        variants = [Variant(model_dir, reuse, total) for reuse in (True, False)]
-        for variant in variants:
-            t0 = time.perf_counter()
-            variant.update(timed=False)  # compiles collect and learn
-            print(f"{variant.name}: first update {time.perf_counter() - t0:.1f} s", flush=True)
-        for repeat in range(args.repeats):
-            order = variants if repeat % 2 == 0 else variants[::-1]
-            for variant in order:
-                for _ in range(args.updates):
-                    variant.update()
-                recent = variant.seconds[-args.updates :]
-                print(f"{variant.name}: {statistics.median(recent):.3f} s per update", flush=True)
-        reuse, plain = variants
-        same = reuse.fingerprint() == plain.fingerprint()
-    rows = [v.summary() for v in variants]
-    speedup = rows[1]["update_seconds_median"] / rows[0]["update_seconds_median"]
+        workloads = [measure(n, args, Path(tmp)) for n in args.max_numbers]
     result.update(
         load_average_before=load,
         load_average_at_end=list(os.getloadavg()),
         config={**GUESS, "num_prompts": 16, "group_size": 8, "repeats": args.repeats},
-        variants=rows,
-        speedup=speedup,
+        workloads=workloads,
+        speedup=workloads[0]["speedup"],
         target=TARGET,
-        met=speedup >= TARGET,
-        same_params=same,
+        met=workloads[0]["speedup"] >= TARGET,
         versions={"jax": jax.__version__},
     )
-    for row in rows:
+    for workload in workloads:
+        for row in workload["variants"]:
+            print(
+                f"max_number {workload['max_number']}, {row['variant']:>9}: "
+                f"{row['update_seconds_median']:.3f} s per update (min "
+                f"{row['update_seconds_min']:.3f}; sampling {row['sample_seconds_median']:.3f} s;"
+                f" {row['turns_mean']:.2f} turns per episode)"
+            )
         print(
-            f"{row['variant']:>9}: {row['update_seconds_median']:.3f} s per update "
-            f"(min {row['update_seconds_min']:.3f}; sampling {row['sample_seconds_median']:.3f}"
-            f" s; {row['turns_mean']:.2f} turns per episode)"
+            f"max_number {workload['max_number']}: speedup {workload['speedup']:.2f}x (target "
+            f"{TARGET}x), sampling {workload['sampling_speedup']:.2f}x; same parameters: "
+            f"{workload['same_params']}"
         )
-    print(f"speedup {speedup:.2f}x (target {TARGET}x); same parameters: {same}")
     write_results(args.out, result)
     return result
 
