@@ -166,20 +166,20 @@ def test_environment_tokens_are_out_of_the_policy_and_value_losses(algo, episode
 
 @pytest.mark.slow
 def test_ppo_lm_raises_held_out_wins(guess_warm_start, guess_options):
-    """From the guessing game's SFT warm start, multi-turn PPO-LM raises the held-out
-    win rate, mostly by winning in later turns."""
+    """40 multi-turn PPO-LM updates from the guessing game's SFT warm start (the one
+    multi-turn GRPO's slow test uses) raise the held-out win rate, by valid replies
+    (longer games) and later-turn wins. Thresholds from seeds 0, 1, 2 (measured at load
+    7 on 2 cores, about 70 s each): pass@1 +0.197, +0.164, +0.167; later-turn pass@1
+    +0.149, +0.113, +0.113; turns per episode +0.73, +0.77, +0.71."""
     config = cfg.replace(
         ppo_lm.default_config(),
         **guess_options,
         model=str(guess_warm_start),
-        total_steps=UPDATES * 128,  # 16 prompts x 8 episodes per update
+        total_steps=40 * 128,  # 16 prompts x 8 episodes per update
         lr=1e-3,
     )
-    result = train(ppo_lm.make(config), RunConfig(seed=0, progress=False))
-    summary = result.summary
+    summary = train(ppo_lm.make(config), RunConfig(seed=0, progress=False)).summary
     print({k: round(v, 3) for k, v in summary.items() if k.endswith(("_before", "_after"))})
-    assert summary["pass@1_after"] - summary["pass@1_before"] >= GAIN, summary
-
-
-UPDATES = 40
-GAIN = 0.1
+    assert summary["pass@1_after"] - summary["pass@1_before"] >= 0.12, summary
+    assert summary["later_turn_pass@1_after"] - summary["later_turn_pass@1_before"] >= 0.08
+    assert summary["turns_mean_after"] - summary["turns_mean_before"] >= 0.4
