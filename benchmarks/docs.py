@@ -188,7 +188,7 @@ TRAIN_ROWS: tuple[tuple[str, str, str, str, list[str]], ...] = (
         "PPO with a critic for LMs (separate value model, GAE, clipped value loss; GRPO's "
         "losses and options)",
         "`jaxrl train ppo-lm --task addition --model RUN_DIR`",
-        "in-process tasks, `jsonl:PATH`",
+        "in-process tasks, `jsonl:PATH`, multi-turn episodes (`--task guess`; docs/lm.md)",
         "staged",
         ["ppo_lm_addition"],
     ),
