@@ -84,6 +84,37 @@ def _model(lora: bool):
     return model, params
 
 
+@functools.partial(jax.jit, static_argnames=("model", "width"))
+def reused(model, params, cache, inputs, key, width):
+    """One turn from the kept cache: prefill the last `width` columns, decode T tokens."""
+    cache = cache.replace(mask=inputs["cache_mask"])
+    tokens, mask = inputs["tokens"][:, -width:], inputs["mask"][:, -width:]
+    logits, cache = prefill(model, params, tokens, cache, mask=mask)
+    start = cache.index
+    out, cache = sample_from_cache(
+        model, params, cache, logits, key, max_new_tokens=T, eos_id=EOS, pad_id=PAD
+    )
+    return logits, out, cache, start
+
+
+@functools.partial(jax.jit, static_argnames="model")
+def reread(model, params, tokens, mask, key):
+    """The same turn re-reading the whole contexts: the next-token logits and `generate`."""
+    logits = model.apply(params, tokens, attention_mask=mask)[:, -1]
+    out = generate(
+        model,
+        params,
+        tokens,
+        key,
+        max_new_tokens=T,
+        eos_id=EOS,
+        prompt_mask=mask,
+        pad_id=PAD,
+        cache_len=CONTEXT + T,
+    )
+    return logits, out
+
+
 def _row(prompt: list[int]) -> lmt.EpisodeRow:
     n = len(prompt)
     return lmt.EpisodeRow(
@@ -99,41 +130,14 @@ def test_a_reused_cache_matches_rereading_the_whole_context(lora):
     slots = lmt.CacheSlots.empty(len(rows), SLOTS)
     cache = init_cache(model.config, len(rows), SLOTS)
 
-    @functools.partial(jax.jit, static_argnames="width")
-    def reused(params, cache, inputs, key, width):
-        cache = cache.replace(mask=inputs["cache_mask"])
-        tokens, mask = inputs["tokens"][:, -width:], inputs["mask"][:, -width:]
-        logits, cache = prefill(model, params, tokens, cache, mask=mask)
-        start = cache.index
-        out, cache = sample_from_cache(
-            model, params, cache, logits, key, max_new_tokens=T, eos_id=EOS, pad_id=PAD
-        )
-        return logits, out, cache, start
-
-    @jax.jit
-    def reread(params, tokens, mask, key):
-        logits = model.apply(params, tokens, attention_mask=mask)[:, -1]
-        out = generate(
-            model,
-            params,
-            tokens,
-            key,
-            max_new_tokens=T,
-            eos_id=EOS,
-            prompt_mask=mask,
-            pad_id=PAD,
-            cache_len=CONTEXT + T,
-        )
-        return logits, out
-
     lengths_seen = set()
     for turn in range(N):
         key = jax.random.key(10 + turn)
         block = P if turn == 0 else BLOCK
         inputs = slots.next_inputs(rows, block, max(P, BLOCK), T - 1, PAD)
-        logits, out, cache, start = reused(params, cache, inputs, key, width=block)
+        logits, out, cache, start = reused(model, params, cache, inputs, key, width=block)
         tokens, mask = left_pad([row.tokens for row in rows], CONTEXT, PAD)
-        ref_logits, ref = reread(params, tokens, mask, key)
+        ref_logits, ref = reread(model, params, tokens, mask, key)
         live = np.asarray([not row.done for row in rows])
         np.testing.assert_allclose(logits[live], ref_logits[live], rtol=1e-5, atol=1e-4)
         np.testing.assert_array_equal(out.tokens[live], ref.tokens[live])
@@ -168,7 +172,7 @@ def test_the_algorithms_turns_with_and_without_reuse_agree():
         task="addition_retry",
         digits=2,
         num_eval=4,
-        num_layers=2,
+        num_layers=1,
         hidden_size=32,
         num_heads=4,
         num_kv_heads=2,
@@ -178,9 +182,9 @@ def test_the_algorithms_turns_with_and_without_reuse_agree():
     )
     reuse = grpo.make(cfg.replace(grpo.default_config(), **tiny))
     plain = grpo.make(cfg.replace(grpo.default_config(), **tiny, reuse_kv_cache=False))
-    state = reuse.init(jax.random.key(0), reuse.hyperparams())
+    state = jax.eval_shape(reuse.init, jax.random.key(0), reuse.hyperparams())
     assert state.episode_cache.mask.shape == (16 * 8, reuse.cache_len)  # the default rows
-    params = reuse.model_params(state.params, state.base_params)
+    params = reuse.model_params(*reuse.init_model(jax.random.key(0)))
     examples = reuse.task.eval_examples()
     a = reuse.play(params, examples, jax.random.key(1), 2)
     b = plain.play(params, examples, jax.random.key(1), 2)
