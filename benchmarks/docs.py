@@ -190,7 +190,7 @@ TRAIN_ROWS: tuple[tuple[str, str, str, str, list[str]], ...] = (
         "PPO with a critic for LMs (separate value model, GAE, clipped value loss; GRPO's "
         "losses and options)",
         "`jaxrl train ppo-lm --task addition --model RUN_DIR`",
-        "in-process tasks, `jsonl:PATH`",
+        "in-process tasks, `jsonl:PATH`, multi-turn episodes (`--task guess`; docs/lm.md)",
         "staged",
         ["ppo_lm_addition"],
     ),
@@ -338,6 +338,30 @@ def _speed_rows(name: str, raw: dict[str, Any]) -> tuple[list[str], list[list[st
                 ]
             )
         return ["new tokens", "layouts", "jaxrl / TRL (tokens/s)", "target", "judged"], rows
+    if name == "multiturn_update":
+        header = ["game", "KV cache across turns", "s per update", "sampling s", "turns"]
+        rows = []
+        for w in raw.get("workloads", []):
+            for r in w["variants"]:
+                rows.append(
+                    [
+                        f"1-{w['max_number']} ({w['turns']} turns)",
+                        r["variant"],
+                        f"{r['update_seconds_median']:.3f}",
+                        f"{r['sample_seconds_median']:.3f}",
+                        f"{r['turns_mean']:.2f}",
+                    ]
+                )
+            rows.append(
+                [
+                    f"1-{w['max_number']}",
+                    "speedup",
+                    f"{w['speedup']:.2f}x",
+                    f"{w['sampling_speedup']:.2f}x",
+                    "",
+                ]
+            )
+        return header, rows
     if name == "dreamer_throughput":
         return ["row", "ms per training step", "updates/s"], [
             [r["row"], _rate(r["train_step_ms"]), f"{r['updates_per_second']:.3f}"]

@@ -33,9 +33,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 MODELS = ROOT / "examples" / "models"
 
-_GRPO6_MODEL = dict(
-    digits=2, num_layers=6, num_heads=4, num_kv_heads=2, kl_coef=0.1, mesh="fsdp=4"
-)
+_GRPO6_MODEL = dict(digits=2, num_layers=6, num_heads=4, num_kv_heads=2, kl_coef=0.1, mesh="fsdp=4")
 _GRPO6 = {
     "v5e_2x2": dict(
         _GRPO6_MODEL,

@@ -326,6 +326,13 @@ ENTRIES: tuple[Entry, ...] = (
         "seconds per GRPO step (sample, score, learn) on 3-digit addition",
     ),
     _speed(
+        "multiturn_update",
+        "multiturn_update.py",
+        "grpo",
+        "the same update without KV-cache reuse across turns",
+        "seconds per multi-turn GRPO update on guess, with and without KV-cache reuse",
+    ),
+    _speed(
         "lm_sampling",
         "lm_sampling.py",
         None,

@@ -127,6 +127,10 @@ class LMRLConfig(LMConfig):
     task's longest answer + eos)."""
     temperature: float = 1.0
     """Sampling temperature (the log-probs of the loss use the same)."""
+    reuse_kv_cache: bool = True
+    """Multi-turn tasks: keep each episode's KV cache between its turns and prefill only
+    the new tokens (the environment's answer), instead of re-reading the whole context
+    every turn (jaxrl/algorithms/lm_multiturn.py; ignored on a single-turn task)."""
     # -- rewards
     reward: str = "correct"
     """Reward blocks, e.g. "correct", "correct+0.1*format" (see jaxrl/rewards/blocks.py)."""
@@ -298,6 +302,9 @@ class PolicyState:
     hparams: Any  # the sweepable hyperparameters (float32 leaves, `Algorithm.hyperparams`)
     base_params: Any = None  # LoRA: the frozen base, also the reference (not checkpointed)
     ref_params: Any = None  # full fine-tuning with a KL term: the frozen start (not saved)
+    # Multi-turn episodes with `reuse_kv_cache`: their KV cache between the turns of an
+    # update (a `jaxrl.lm.KVCache`; `lm_multiturn.py`, not checkpointed); else None.
+    episode_cache: Any = None
 
 
 class RolloutAlgorithm(LMAlgorithm):
@@ -318,7 +325,8 @@ class RolloutAlgorithm(LMAlgorithm):
         if tasks.is_multi_turn(c.task) and not self.multi_turn:
             raise ConfigError(
                 f"invalid task={c.task!r}: a multi-turn task, which {type(self).__name__} "
-                "would train on first turns only; use grpo.make(config) (MultiTurnGRPO)"
+                "would train on first turns only; use the package's make(config), which "
+                "returns its multi-turn algorithm (MultiTurnGRPO, MultiTurnPPOLM)"
             )
         self.steps_per_update = c.completions_per_update
         self.num_updates = c.num_updates
@@ -449,18 +457,24 @@ class RolloutAlgorithm(LMAlgorithm):
         return state.replace(key=key), jax.tree.map(jax.lax.stop_gradient, collected)
 
     def rollout_sample(self, params: Any, tokens, mask, key, **kwargs: Any) -> Any:
-        """`sample` for training rollouts: by the learner's model, or with `sampler_dtype`
-        by a copy in that compute dtype whose parameters are cast to it first (as a pod's
-        sampler holds bfloat16 weights; half the bytes read per decoded token). Its
-        `logprobs` are then the behaviour policy's, which `rollout_correction` weighs
-        against the learner's. Held-out evaluation samples with the learner's model."""
+        """`sample` for training rollouts, by `rollout_model`. Its `logprobs` are the
+        behaviour policy's, which `rollout_correction` weighs against the learner's.
+        Held-out evaluation samples with the learner's model."""
+        model, params = self.rollout_model(params)
+        return self.sample(params, tokens, mask, key, model=model, **kwargs)
+
+    def rollout_model(self, params: Any) -> tuple[Transformer, Any]:
+        """The model that samples training rollouts and its parameters: the learner's, or
+        with `sampler_dtype` a copy in that compute dtype whose parameters are cast to it
+        first (as a pod's sampler holds bfloat16 weights; half the bytes read per decoded
+        token)."""
         if self.sampler_model is None:
-            return self.sample(params, tokens, mask, key, **kwargs)
+            return self.model, params
         dtype = jnp.dtype(self.config.sampler_dtype)
         cast = jax.tree.map(
             lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x, params
         )
-        return self.sample(cast, tokens, mask, key, model=self.sampler_model, **kwargs)
+        return self.sampler_model, cast
 
     def rescore(self, state: Any, params: Any, tokens, mask) -> dict[str, jax.Array]:
         """The completions of rows `tokens` under the policy `params` that sampled them:

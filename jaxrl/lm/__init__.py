@@ -11,6 +11,8 @@ from jaxrl.lm.model import KVCache, Transformer, init_cache, lm_head_weight
 from jaxrl.lm.sampling import (
     SampleOutput,
     generate,
+    prefill,
+    sample_from_cache,
     sample_logits,
     token_logprobs,
     top_k_filter,
@@ -57,7 +59,9 @@ __all__ = [
     "shard_params",
     # sampling.py
     "SampleOutput",
+    "sample_from_cache",
     "generate",
+    "prefill",
     "sample_logits",
     "token_logprobs",
     "top_k_filter",

@@ -7,6 +7,10 @@ What lives here:
   prompts, ``num_samples`` completions per prompt (GRPO groups), per-row EOS
   stop, greedy at ``temperature=0``. One jitted program: prefill, then a
   ``lax.while_loop`` decode that stops early once every row has finished.
+- ``prefill`` and ``sample_from_cache``: the same two halves on a KV cache kept by the caller, so
+  a multi-turn rollout continues each sequence where it stopped: the environment's new
+  tokens are prefilled into the cache of the turns before, then the model decodes (no
+  re-reading of the whole context every turn; jaxrl/algorithms/lm_multiturn.py).
 - ``token_logprobs``: log p(tokens[:, t+1] | tokens[:, :t+1]) (and optionally
   entropy) for given sequences, computed from the final hidden states in chunks
   so the float32 ``(batch, seq, vocab)`` logits are never materialised at once.
@@ -29,7 +33,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import flax
 import jax
@@ -43,7 +47,9 @@ from jaxrl.lm.sharding import cache_sharding
 
 __all__ = [
     "SampleOutput",
+    "sample_from_cache",
     "generate",
+    "prefill",
     "sample_logits",
     "token_logprobs",
     "top_k_filter",
@@ -349,6 +355,52 @@ def _check_number(name: str, value: Any, *, low: float, high: float, low_open: b
     return v
 
 
+class _Options(NamedTuple):
+    """Validated sampling options, as the compiled sampler takes them."""
+
+    greedy: bool
+    temperature: float  # 1 when greedy (the log-probs are the raw model's)
+    top_k: int | None
+    top_p: float  # 1 when unused
+    use_top_p: bool
+    eos: np.ndarray  # (E,) int32
+    stops: np.ndarray  # (S, L) int32, see `_as_stop_array`
+
+
+def _options(
+    config: Any,
+    max_new_tokens: Any,
+    temperature: Any,
+    top_k: Any,
+    top_p: Any,
+    eos_id: Any,
+    stop_sequences: Any,
+) -> _Options:
+    """The options `generate` and `sample_from_cache` share, checked; a `ValueError` names the first
+    bad one."""
+    if not isinstance(max_new_tokens, int | np.integer) or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
+    temperature = _check_number("temperature", temperature, low=0.0, high=math.inf, low_open=False)
+    greedy = temperature == 0.0
+    if top_k is not None and (
+        not isinstance(top_k, int | np.integer) or not 1 <= top_k <= config.vocab_size
+    ):
+        raise ValueError(f"top_k must be an int in [1, {config.vocab_size}], got {top_k!r}")
+    if top_p is not None:
+        top_p = _check_number("top_p", top_p, low=0.0, high=1.0, low_open=True)
+        if top_p == 1.0:
+            top_p = None  # keeps everything: skip the sort
+    return _Options(
+        greedy=greedy,
+        temperature=1.0 if greedy else temperature,
+        top_k=None if top_k is None else int(top_k),
+        top_p=1.0 if top_p is None else top_p,
+        use_top_p=top_p is not None,
+        eos=_as_eos_array(eos_id, config.vocab_size),
+        stops=_as_stop_array(stop_sequences, config.vocab_size),
+    )
+
+
 # --------------------------------------------------------------------------- generate
 
 
@@ -412,22 +464,9 @@ def generate(
             f"prompt_mask shape {prompt_mask.shape} != prompt_tokens shape {prompt_tokens.shape}"
         )
     _check_prompt_rows(prompt_mask)
-    if not isinstance(max_new_tokens, int | np.integer) or max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
     if not isinstance(num_samples, int | np.integer) or num_samples < 1:
         raise ValueError(f"num_samples must be a positive int, got {num_samples!r}")
-    temperature = _check_number("temperature", temperature, low=0.0, high=math.inf, low_open=False)
-    greedy = temperature == 0.0
-    if top_k is not None and (
-        not isinstance(top_k, int | np.integer) or not 1 <= top_k <= config.vocab_size
-    ):
-        raise ValueError(f"top_k must be an int in [1, {config.vocab_size}], got {top_k!r}")
-    if top_p is not None:
-        top_p = _check_number("top_p", top_p, low=0.0, high=1.0, low_open=True)
-        if top_p == 1.0:
-            top_p = None  # keeps everything: skip the sort
-    eos = _as_eos_array(eos_id, config.vocab_size)
-    stops = _as_stop_array(stop_sequences, config.vocab_size)
+    opts = _options(config, max_new_tokens, temperature, top_k, top_p, eos_id, stop_sequences)
 
     needed = prompt_len + max_new_tokens
     if cache_len is None:
@@ -448,19 +487,143 @@ def generate(
         prompt_tokens.astype(jnp.int32),
         prompt_mask,
         key,
-        jnp.float32(1.0 if greedy else temperature),
-        jnp.float32(1.0 if top_p is None else top_p),
-        jnp.asarray(eos),
+        jnp.float32(opts.temperature),
+        jnp.float32(opts.top_p),
+        jnp.asarray(opts.eos),
         jnp.int32(pad_id),
         max_new_tokens=int(max_new_tokens),
-        top_k=None if top_k is None else int(top_k),
-        use_top_p=top_p is not None,
-        greedy=greedy,
+        top_k=opts.top_k,
+        use_top_p=opts.use_top_p,
+        greedy=opts.greedy,
         num_samples=int(num_samples),
         windows=decode_windows(prompt_len, int(cache_len)),
         mesh=_params_mesh(params),
-        stops=jnp.asarray(stops),
+        stops=jnp.asarray(opts.stops),
     )
+
+
+# --------------------------------------------------------------------------- continuing
+
+
+def prefill(
+    model: Any, params: Any, tokens: jax.Array, cache: KVCache, *, mask: jax.Array | None = None
+) -> tuple[jax.Array, KVCache]:
+    """Append a block of new tokens to the sequences ``cache`` holds and return the
+    next-token logits after it: the prefill of the new tokens only.
+
+    ``tokens`` (B, L) int32 are LEFT-padded (``mask`` (B, L) bool, True on real tokens;
+    default all True), so every row's newest token is in the last column. They are
+    written at the cache's ``index`` (slots ``index .. index + L - 1``; padding marked
+    unused in the cache's ``mask``), with rotary positions that continue each row's
+    count of real tokens in the cache (``KVCache.mask``). So the keys, values and logits
+    are those of running each row's real tokens, the cached ones then these, as one
+    sequence, up to float rounding: attention also sums over the masked slots (each
+    weighing exactly 0), and in another order. A row with no real token in the block
+    gets the logits of its padding, which mean nothing.
+
+    Returns ``(logits, cache)``: (B, vocab) float32 and the cache advanced by L slots.
+    Meant for use inside ``jax.jit``, with ``sample_from_cache`` after it (a multi-turn rollout's
+    turn: the environment's answer, then the model's reply; jaxrl/algorithms/
+    lm_multiturn.py). Raises ``ValueError`` when the block does not fit in the cache
+    (checked when the cache's index is known, i.e. outside ``jit``).
+    """
+    tokens = jnp.asarray(tokens, jnp.int32)
+    if tokens.ndim != 2 or tokens.shape[0] != cache.mask.shape[0] or tokens.shape[1] < 1:
+        raise ValueError(
+            f"tokens must be (batch, length) with the cache's batch {cache.mask.shape[0]} "
+            f"and length >= 1, got {tokens.shape}"
+        )
+    mask = jnp.ones(tokens.shape, bool) if mask is None else jnp.asarray(mask, bool)
+    if mask.shape != tokens.shape:
+        raise ValueError(f"mask shape {mask.shape} != tokens shape {tokens.shape}")
+    _check_room(cache, tokens.shape[1], "the block of new tokens")
+    seen = jnp.sum(cache.mask, axis=-1, dtype=jnp.int32)  # real tokens cached per row
+    positions = _positions(mask) + seen[:, None]
+    return _prefill_block(model, params, tokens, mask, positions, cache)
+
+
+def sample_from_cache(
+    model: Any,
+    params: Any,
+    cache: KVCache,
+    logits: jax.Array,
+    key: jax.Array,
+    *,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    eos_id: int | Sequence[int] | None = None,
+    pad_id: int = 0,
+    stop_sequences: Sequence[Sequence[int]] | None = None,
+) -> tuple[SampleOutput, KVCache]:
+    """Sample ``max_new_tokens`` tokens per row after what ``cache`` holds, ``logits``
+    (B, vocab) being the next-token logits there (``prefill``'s): ``generate``'s decode
+    loop (the same keys per step, filters, EOS and stop sequences, log-prob convention)
+    on a cache that already holds each row's context, so the same key and context give
+    ``generate``'s tokens (up to float rounding of the logits, see ``prefill``).
+
+    Returns ``(out, cache)``. ``out`` is a ``SampleOutput`` with no prompt
+    (``prompt_tokens`` and ``prompt_mask`` are (B, 0)). The cache holds every sampled
+    token but the last one of the loop (a decode step writes the token it consumes), in
+    the slots from its old index on, all marked real in its mask, including the
+    padding that rows which already stopped keep consuming while others decode: the
+    caller marks those slots unused before continuing (``KVCache.mask``). Only one
+    cache size: the whole cache is attended to at every step (``generate`` grows its
+    cache in windows instead). Needs ``max_new_tokens - 1`` free slots after the
+    cache's index (checked outside ``jit``).
+    """
+    config = model.config
+    logits = jnp.asarray(logits)
+    rows = cache.mask.shape[0]
+    if logits.shape != (rows, config.vocab_size):
+        raise ValueError(
+            f"logits must be (batch, vocab) = {(rows, config.vocab_size)}, got {logits.shape}"
+        )
+    opts = _options(config, max_new_tokens, temperature, top_k, top_p, eos_id, stop_sequences)
+    _check_room(cache, max_new_tokens - 1, f"max_new_tokens - 1 = {max_new_tokens - 1} tokens")
+    tokens, logprobs, mask, done, cache = _decode_steps(
+        model,
+        params,
+        cache,
+        logits,
+        jnp.sum(cache.mask, axis=-1, dtype=jnp.int32),  # next position: real tokens so far
+        key,
+        jnp.float32(opts.temperature),
+        jnp.float32(opts.top_p),
+        jnp.asarray(opts.eos),
+        jnp.int32(pad_id),
+        jnp.asarray(opts.stops),
+        max_new_tokens=int(max_new_tokens),
+        top_k=opts.top_k,
+        use_top_p=opts.use_top_p,
+        greedy=opts.greedy,
+        segments=((cache.mask.shape[1], int(max_new_tokens)),),
+        mesh=_params_mesh(params),
+    )
+    out = SampleOutput(
+        tokens=tokens,
+        logprobs=logprobs,
+        completion_mask=mask,
+        lengths=jnp.sum(mask, axis=-1, dtype=jnp.int32),
+        finished=done,
+        prompt_tokens=jnp.zeros((rows, 0), jnp.int32),
+        prompt_mask=jnp.zeros((rows, 0), bool),
+    )
+    return out, cache
+
+
+def _check_room(cache: KVCache, needed: int, what: str) -> None:
+    """Raise if ``needed`` slots from the cache's index run past its end (skipped when
+    the index is traced: the caller sized the cache)."""
+    if isinstance(cache.index, jax.core.Tracer):
+        return
+    index, slots = int(cache.index), cache.mask.shape[1]
+    if index + needed > slots:
+        raise ValueError(
+            f"the KV cache has {slots - index} free slots (index {index} of {slots}), too "
+            f"few for {what}"
+        )
 
 
 @functools.partial(
@@ -509,8 +672,6 @@ def _generate(
     than ``max_new_tokens``); outputs are preallocated and written in place.
     """
     batch, prompt_len = prompt_tokens.shape
-    rows = batch * num_samples
-    head = lm_head_weight(params)
     if stops is None:  # stop sequences (S, L): none
         stops = jnp.zeros((0, 0), jnp.int32)
 
@@ -518,20 +679,95 @@ def _generate(
     # the last position's logits; all rows end at the last column (left padding).
     positions = _positions(prompt_mask)
     cache = _place_cache(init_cache(model.config, batch, windows[0]), model.config, mesh)
-    hidden, cache = _apply(
-        model,
-        params,
-        prompt_tokens,
-        positions=positions,
-        attention_mask=prompt_mask,
-        cache=cache,
-        return_hidden=True,
-        output_span=(prompt_len - 1, prompt_len),
-    )
-    logits = _project(hidden[:, -1], head)
+    logits, cache = _prefill_block(model, params, prompt_tokens, prompt_mask, positions, cache)
     cache = _place_cache(_repeat_cache(cache, num_samples), model.config, mesh)
     logits = _repeat_rows(logits, num_samples)
     next_pos = _repeat_rows(positions[:, -1] + 1, num_samples)
+
+    # Step t writes cache slot prompt_len + t - 1, which must be < window.
+    segments = tuple((w, min(max_new_tokens, w - prompt_len + 1)) for w in windows)
+    tokens, logprobs, mask, done, _ = _decode_steps(
+        model,
+        params,
+        cache,
+        logits,
+        next_pos,
+        key,
+        temperature,
+        top_p,
+        eos_ids,
+        pad_id,
+        stops,
+        max_new_tokens=max_new_tokens,
+        top_k=top_k,
+        use_top_p=use_top_p,
+        greedy=greedy,
+        segments=segments,
+        mesh=mesh,
+    )
+    return SampleOutput(
+        tokens=tokens,
+        logprobs=logprobs,
+        completion_mask=mask,
+        lengths=jnp.sum(mask, axis=-1, dtype=jnp.int32),
+        finished=done,
+        prompt_tokens=_repeat_rows(prompt_tokens, num_samples),
+        prompt_mask=_repeat_rows(prompt_mask, num_samples),
+    )
+
+
+def _prefill_block(
+    model: Any,
+    params: Any,
+    tokens: jax.Array,
+    mask: jax.Array,
+    positions: jax.Array,
+    cache: KVCache,
+) -> tuple[jax.Array, KVCache]:
+    """Write a left-padded block of tokens into ``cache`` at its index; the float32
+    logits (B, vocab) of its last column, where every row's newest real token is."""
+    length = tokens.shape[1]
+    hidden, cache = _apply(
+        model,
+        params,
+        tokens,
+        positions=positions,
+        attention_mask=mask,
+        cache=cache,
+        return_hidden=True,
+        output_span=(length - 1, length),
+    )
+    return _project(hidden[:, -1], lm_head_weight(params)), cache
+
+
+def _decode_steps(
+    model: Any,
+    params: Any,
+    cache: KVCache,
+    logits: jax.Array,
+    next_pos: jax.Array,
+    key: jax.Array,
+    temperature: jax.Array,
+    top_p: jax.Array,
+    eos_ids: jax.Array,
+    pad_id: jax.Array,
+    stops: jax.Array,
+    *,
+    max_new_tokens: int,
+    top_k: int | None,
+    use_top_p: bool,
+    greedy: bool,
+    segments: tuple[tuple[int, int], ...],
+    mesh: jax.sharding.Mesh | None,
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, KVCache]:
+    """Sample ``max_new_tokens`` tokens per row from ``logits`` (the next-token logits
+    after what ``cache`` holds) on: step 0 samples from ``logits``, step t > 0 writes
+    token t - 1 into the cache at its index (rotary position ``next_pos + t - 1``) and
+    samples from the model's output. ``segments`` are (cache slots, steps before which
+    the segment ends) pairs: the cache is grown to each size in turn (see
+    ``_generate``). Returns ``(tokens, logprobs, mask, finished, cache)``; the cache
+    holds every token sampled but the last (a step writes the token it consumes)."""
+    rows = logits.shape[0]
 
     def sample(t: jax.Array, logits: jax.Array) -> tuple[jax.Array, jax.Array]:
         return sample_logits(
@@ -584,9 +820,7 @@ def _generate(
         return t + 1, new_tok, pos + 1, cache, done, out
 
     state = (jnp.int32(1), tok, next_pos, cache, done, out)
-    for window in windows:
-        # Step t writes cache slot prompt_len + t - 1, which must be < window.
-        limit = min(max_new_tokens, window - prompt_len + 1)
+    for window, limit in segments:
 
         def cond(state, limit=limit):
             t, _, _, _, done, _ = state
@@ -596,16 +830,8 @@ def _generate(
         if cache.mask.shape[1] < window:
             cache = _place_cache(_grow_cache(cache, window), model.config, mesh)
         state = lax.while_loop(cond, body, (t, tok, pos, cache, done, out))
-    _, _, _, _, done, (tokens, logprobs, mask, _) = state
-    return SampleOutput(
-        tokens=tokens,
-        logprobs=logprobs,
-        completion_mask=mask,
-        lengths=jnp.sum(mask, axis=-1, dtype=jnp.int32),
-        finished=done,
-        prompt_tokens=_repeat_rows(prompt_tokens, num_samples),
-        prompt_mask=_repeat_rows(prompt_mask, num_samples),
-    )
+    _, _, _, cache, done, (tokens, logprobs, mask, _) = state
+    return tokens, logprobs, mask, done, cache
 
 
 # --------------------------------------------------------------------------- scoring

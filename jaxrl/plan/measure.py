@@ -28,6 +28,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxrl.lm.model import KVCache
 from jaxrl.training import mesh as mesh_lib
 from jaxrl.training import steppers
 from jaxrl.training.agents import init_agents, make_agents
@@ -259,8 +260,9 @@ def _tree_bytes(tree: Any) -> int:
 
 
 def _state_rows(algo: Algorithm, state: Any) -> dict[str, int]:
-    """The state's per-device bytes by role: parameters, optimizer state, frozen
-    parameters (`checkpoint_exclude`, e.g. a reference model), and the rest."""
+    """The state's per-device bytes by role: parameters, optimizer state, a KV cache kept
+    in the state (multi-turn episodes'), frozen parameters (`checkpoint_exclude`, e.g. a
+    reference model), and the rest."""
     rows: dict[str, int] = {}
     if not dataclasses.is_dataclass(state):
         return {"state": _tree_bytes(state)}
@@ -268,6 +270,9 @@ def _state_rows(algo: Algorithm, state: Any) -> dict[str, int]:
     rows["parameters"] = _tree_bytes(fields.pop("params", None))
     if "opt_state" in fields:
         rows["optimizer state"] = _tree_bytes(fields.pop("opt_state"))
+    caches = [f for f in fields if isinstance(fields[f], KVCache) and _tree_bytes(fields[f])]
+    for f in caches:  # multi-turn episodes' KV cache, kept in the state between turns
+        rows[f"KV cache kept across turns ({f})"] = _tree_bytes(fields.pop(f))
     frozen = [f for f in algo.checkpoint_exclude if _tree_bytes(fields.get(f))]
     if frozen:
         label = f"frozen parameters ({', '.join(frozen)})"

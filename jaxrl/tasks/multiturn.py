@@ -20,7 +20,7 @@ the sum of its turn rewards. `step` must be a deterministic function of its argu
 (a resumed run replays the same episodes) and cheap: it runs on the host between two
 compiled sampling rounds. Exceptions in `step` are bugs and stop the run.
 
-An algorithm tokenizes the turns (`jaxrl/algorithms/grpo/multiturn.py`: one token row
+An algorithm tokenizes the turns (`jaxrl/algorithms/lm_multiturn.py`: one token row
 per episode, the environment's tokens masked out of the loss); `longest_feedback` lets
 it size its buffers before a run starts. `play` runs the protocol with a Python policy
 (tests, examples, evaluation by hand).

@@ -51,3 +51,33 @@ def two_digit_warm_start(tmp_path_factory) -> pathlib.Path:
         total_steps=25_600,
         stop_at_train_accuracy=None,
     )
+
+
+GUESS = dict(
+    task="guess",
+    max_number=8,
+    num_eval=50,
+    num_layers=2,
+    hidden_size=64,
+    num_heads=4,
+    num_kv_heads=4,
+    mlp_size=256,
+    context_len=64,
+    eval_batch_size=64,
+)
+
+
+@pytest.fixture(scope="session")
+def guess_options() -> dict:
+    """The model and task of the guessing game's learning tests (multi-turn GRPO and
+    PPO-LM), as config overrides."""
+    return dict(GUESS)
+
+
+@pytest.fixture(scope="session")
+def guess_warm_start(tmp_path_factory) -> pathlib.Path:
+    """SFT on the guessing game's (prompt, number) pairs: it teaches the reply format only
+    (the number is unpredictable). 3,200 samples, ~20 s."""
+    return _sft_run(
+        tmp_path_factory, "sft-guess", **GUESS, total_steps=3200, stop_at_train_accuracy=None
+    )

@@ -1,4 +1,5 @@
-"""Multi-turn GRPO (jaxrl/algorithms/grpo/multiturn.py): episodes as token rows.
+"""Multi-turn GRPO (jaxrl/algorithms/grpo/multiturn.py, on jaxrl/algorithms/lm_multiturn.py):
+episodes as token rows.
 
 Fast: a hand-built episode's row, masks and turn rewards, exactly; the rounds of one
 update on the host with made-up model turns (nothing compiled); the environment's tokens
@@ -20,7 +21,8 @@ import pytest
 
 from jaxrl import config as cfg
 from jaxrl import objectives
-from jaxrl.algorithms import grpo, sft
+from jaxrl.algorithms import grpo
+from jaxrl.algorithms import lm_multiturn as lmt
 from jaxrl.algorithms.grpo import multiturn as mt
 from jaxrl.algorithms.grpo.learning import GRPOState
 from jaxrl.algorithms.lm_common import agent, finish_metrics
@@ -78,12 +80,12 @@ def test_sizes_follow_the_task(algo):
 # ---------------------------------------------------------------------- one episode, exactly
 def test_an_episode_is_one_row_with_only_model_tokens_in_the_loss_mask(algo):
     tok = algo.tokenizer
-    rows = mt.start_episodes(algo.task, tok, [GAME], repeat=2)
-    mt.add_turn(algo.task, tok, rows, turn(tok, "4", "7", logp=-0.25), algo.feedback_len)
+    rows = lmt.start_episodes(algo.task, tok, [GAME], repeat=2)
+    lmt.add_turn(algo.task, tok, rows, turn(tok, "4", "7", logp=-0.25), algo.feedback_len)
     assert [r.done for r in rows] == [False, True]  # 4 is low: " higher:"; 7 hits
-    mt.add_turn(algo.task, tok, rows, turn(tok, "7", "1", logp=-0.75), algo.feedback_len)
+    lmt.add_turn(algo.task, tok, rows, turn(tok, "7", "1", logp=-0.75), algo.feedback_len)
     assert rows[1].replies == ["7"]  # an ended episode ignores what is sampled after it
-    batch = mt.episode_batch(rows, algo.prompt_len, algo.max_new_tokens, tok.pad_id)
+    batch = lmt.episode_batch(rows, algo.prompt_len, algo.max_new_tokens, tok.pad_id)
 
     prompt, eos, pad = tok.encode(GAME.prompt, add_bos=True), tok.eos_id, tok.pad_id
     higher = tok.encode(" higher:")
@@ -117,10 +119,12 @@ def test_turn_rewards_sum_for_group_estimators_and_stay_on_their_turn_for_reinfo
 
 
 # ---------------------------------------------------------------------- rounds on the host
-def test_rounds_of_one_update_on_the_host(algo):
+def test_rounds_of_one_update_on_the_host():
     """prepare -> respond per turn -> process for two agents, with made-up turns: every
     row says "1", so a game whose number is 1 ends at once and the others hear " higher:"
-    until their 4 turns are over; then respond says None."""
+    until their 4 turns are over; then respond says None. Without KV reuse, every turn's
+    inputs are the whole contexts (tests/algorithms/test_multiturn_cache.py: with it)."""
+    algo = make(reuse_kv_cache=False)
     tok = algo.tokenizer
     inputs, host = algo.prepare(algo.init_host_state(seed=0, num_agents=2))
     rows = 2 * 2  # num_prompts x group_size
@@ -156,10 +160,10 @@ def test_environment_tokens_are_out_of_the_loss_kl_and_entropy(algo):
     the environment's and padding positions changes (they weigh exactly 0, so their
     gradient is 0 too)."""
     tok = algo.tokenizer
-    rows = mt.start_episodes(algo.task, tok, [GAME], repeat=2)
-    mt.add_turn(algo.task, tok, rows, turn(tok, "4", "5"), algo.feedback_len)
-    mt.add_turn(algo.task, tok, rows, turn(tok, "7", "6"), algo.feedback_len)
-    batch = mt.episode_batch(rows, algo.prompt_len, algo.max_new_tokens, tok.pad_id)
+    rows = lmt.start_episodes(algo.task, tok, [GAME], repeat=2)
+    lmt.add_turn(algo.task, tok, rows, turn(tok, "4", "5"), algo.feedback_len)
+    lmt.add_turn(algo.task, tok, rows, turn(tok, "7", "6"), algo.feedback_len)
+    batch = lmt.episode_batch(rows, algo.prompt_len, algo.max_new_tokens, tok.pad_id)
     cmask = batch["completion_mask"]
     rng = np.random.default_rng(0)
     width = algo.max_new_tokens
@@ -205,9 +209,9 @@ def test_bad_config_names_the_field(overrides, field):
 
 def test_feedback_longer_than_promised_is_an_error(algo):
     tok = algo.tokenizer
-    rows = mt.start_episodes(algo.task, tok, [GAME], repeat=1)
+    rows = lmt.start_episodes(algo.task, tok, [GAME], repeat=1)
     with pytest.raises(ValueError, match=r"feedback of 8 tokens, more than the 3"):
-        mt.add_turn(algo.task, tok, rows, turn(tok, "4"), feedback_len=3)
+        lmt.add_turn(algo.task, tok, rows, turn(tok, "4"), feedback_len=3)
 
 
 # ---------------------------------------------------------------------- through the driver
@@ -241,36 +245,10 @@ def test_multi_turn_run_resumes_exactly(tmp_path):
 
 
 # ---------------------------------------------------------------------- learning
-WARM_START = dict(
-    task="guess",
-    max_number=8,
-    num_eval=50,
-    num_layers=2,
-    hidden_size=64,
-    num_heads=4,
-    num_kv_heads=4,
-    mlp_size=256,
-    context_len=64,
-    eval_batch_size=64,
-)
-
-
-@pytest.fixture(scope="module")
-def warm_start(tmp_path_factory):
-    """SFT on the game's (prompt, number) pairs: it teaches the reply format only (the
-    number is unpredictable). 3,200 samples, ~20 s."""
-    run_dir = tmp_path_factory.mktemp("sft_guess")
-    config = cfg.replace(
-        sft.default_config(), **WARM_START, total_steps=3200, stop_at_train_accuracy=None
-    )
-    train(sft.make(config), RunConfig(run_dir=str(run_dir), progress=False))
-    return run_dir
-
-
-def _guess_grpo(warm_start, updates: int):
+def _guess_grpo(warm_start, options: dict, updates: int):
     config = cfg.replace(
         grpo.default_config(),
-        **WARM_START,
+        **options,
         model=str(warm_start),
         total_steps=updates * 128,  # 16 prompts x 8 episodes per update
         lr=1e-3,
@@ -280,7 +258,7 @@ def _guess_grpo(warm_start, updates: int):
     return result
 
 
-def feedback_use(rows: list[mt.EpisodeRow], max_number: int) -> tuple[float, float]:
+def feedback_use(rows: list[lmt.EpisodeRow], max_number: int) -> tuple[float, float]:
     """Of the guesses made after a "higher" or "lower", the fraction inside the interval
     that all the feedback so far allows, and the chance level: what uniform guesses
     would score in the same states."""
@@ -302,23 +280,23 @@ def feedback_use(rows: list[mt.EpisodeRow], max_number: int) -> tuple[float, flo
 
 
 @pytest.mark.slow
-def test_grpo_raises_held_out_wins(warm_start):
+def test_grpo_raises_held_out_wins(guess_warm_start, guess_options):
     """40 updates of multi-turn GRPO double the held-out win rate (0.20 -> 0.42), by
     replying with valid numbers (games last longer) and winning in later turns; at this
     budget the guesses do not yet follow the feedback (the `full` test below)."""
-    summary = _guess_grpo(warm_start, updates=40).summary
+    summary = _guess_grpo(guess_warm_start, guess_options, updates=40).summary
     assert summary["pass@1_after"] - summary["pass@1_before"] >= 0.12, summary
     assert summary["later_turn_pass@1_after"] - summary["later_turn_pass@1_before"] >= 0.1
     assert summary["turns_mean_after"] - summary["turns_mean_before"] >= 0.3
 
 
 @pytest.mark.full
-def test_grpo_learns_to_use_the_feedback(warm_start):
+def test_grpo_learns_to_use_the_feedback(guess_warm_start, guess_options):
     """300 updates: later guesses land inside the interval the higher/lower feedback
     allows far above chance (measured 0.67 against 0.39; the warm start 0.34 against
     0.56), and the held-out win rate passes 0.5, the most that never-repeating guesses
     that ignore the feedback can expect with 4 turns at 8 numbers."""
-    result = _guess_grpo(warm_start, updates=300)
+    result = _guess_grpo(guess_warm_start, guess_options, updates=300)
     algo, examples, key = result.algorithm, result.algorithm.task.eval_examples(), jax.random.key(1)
     before = feedback_use(algo.play(algo.load_params(), examples, key, 8), 8)
     trained = algo.merged_params(agent(result.state, 0))
@@ -343,9 +321,9 @@ def test_step_groups_join_turns_that_start_from_the_same_context(algo):
     """Two episodes of one game that guessed alike share their second turn's anchor
     state; a third that guessed otherwise starts its second turn elsewhere."""
     tok = algo.tokenizer
-    rows = mt.start_episodes(algo.task, tok, [GAME], repeat=3)
-    mt.add_turn(algo.task, tok, rows, turn(tok, "4", "4", "2"), algo.feedback_len)
-    mt.add_turn(algo.task, tok, rows, turn(tok, "7", "5", "7"), algo.feedback_len)
+    rows = lmt.start_episodes(algo.task, tok, [GAME], repeat=3)
+    lmt.add_turn(algo.task, tok, rows, turn(tok, "4", "4", "2"), algo.feedback_len)
+    lmt.add_turn(algo.task, tok, rows, turn(tok, "7", "5", "7"), algo.feedback_len)
     steps = mt.step_groups(rows, 3, algo.max_new_tokens, algo.task.max_turns)
     assert steps["step_groups"][:, 0].tolist() == [0, 0, 0]  # the prompt: one state
     second = steps["step_groups"][:, 1]
@@ -366,11 +344,11 @@ def test_gigpo_adds_step_advantages_and_is_refused_on_a_single_turn_task():
     # Their first turns share the prompt: a step group whose returns differ.
     weighted, plain = make(step_advantage_weight=1.0), make()
     tok = weighted.tokenizer
-    rows = mt.start_episodes(weighted.task, tok, [GAME, GAME], repeat=2)
+    rows = lmt.start_episodes(weighted.task, tok, [GAME, GAME], repeat=2)
     for guesses in (("4", "7", "4", "7"), ("5", "1", "5", "1"), ("6", "1", "6", "1")):
-        mt.add_turn(weighted.task, tok, rows, turn(tok, *guesses), weighted.feedback_len)
-    mt.add_turn(weighted.task, tok, rows, turn(tok, "8", "1", "8", "1"), weighted.feedback_len)
-    batch = mt.episode_batch(rows, weighted.prompt_len, weighted.max_new_tokens, tok.pad_id)
+        lmt.add_turn(weighted.task, tok, rows, turn(tok, *guesses), weighted.feedback_len)
+    lmt.add_turn(weighted.task, tok, rows, turn(tok, "8", "1", "8", "1"), weighted.feedback_len)
+    batch = lmt.episode_batch(rows, weighted.prompt_len, weighted.max_new_tokens, tok.pad_id)
     steps = mt.step_groups(rows, 2, weighted.max_new_tokens, weighted.task.max_turns)
     state = weighted.init(jax.random.key(0), weighted.hyperparams())
     _, with_steps = jax.jit(weighted.learn)(state, {**batch, **steps})

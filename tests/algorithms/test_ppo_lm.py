@@ -4,7 +4,8 @@ tier: it compiles both models' gradients twice) exact gradient accumulation of t
 combined loss.
 
 A tiny model (1 layer, hidden 32) keeps compiles short. The learning run and the
-checkpoint/resume run through the driver are in test_ppo_lm_learning.py (slow tier).
+checkpoint/resume run through the driver are in test_ppo_lm_learning.py (slow tier);
+multi-turn episodes in test_ppo_lm_multiturn.py.
 """
 
 from __future__ import annotations
@@ -57,7 +58,6 @@ def close(actual, expected, tol=1e-5):
         ({"group_size": 1, "dynamic_sampling": 1}, "dynamic_sampling"),
         ({"num_minibatches": 3}, "num_minibatches"),  # GRPO's checks still run
         ({"eps_low": 0.3, "eps_high": 0.2}, "eps_high"),
-        ({"task": "guess"}, "task"),  # multi-turn episodes are GRPO's only
     ],
 )
 def test_bad_config_names_the_field(overrides, field):

@@ -9,6 +9,7 @@ import pytest
 
 from jaxrl import config as cfg
 from jaxrl.algorithms import grpo
+from jaxrl.algorithms import lm_multiturn as lmt
 from jaxrl.algorithms.grpo import multiturn as mt
 from jaxrl.config import ConfigError
 from jaxrl.tasks import Example, make_task
@@ -112,7 +113,7 @@ def test_multi_turn_grpo_keeps_only_the_tokens_up_to_the_call():
     assert algo.turn_stops == [algo.tokenizer.encode(">>")]
     assert algo.turn_tokens == len('<<calculator("99*9")>>') + 1  # the call and eos
     tok = algo.tokenizer
-    rows = mt.start_episodes(algo.task, tok, [Example("12*3=", "36")], repeat=1)
+    rows = lmt.start_episodes(algo.task, tok, [Example("12*3=", "36")], repeat=1)
     reply = '<<calculator("12*3")>>zz'
     ids = [*tok.encode(reply), tok.eos_id]
     turn = {
@@ -121,7 +122,7 @@ def test_multi_turn_grpo_keeps_only_the_tokens_up_to_the_call():
         "finished": np.ones(1, bool),
         "sampler_logp": np.linspace(-1, -0.1, len(ids), dtype=np.float32)[None],
     }
-    mt.add_turn(algo.task, tok, rows, turn, algo.feedback_len)
+    lmt.add_turn(algo.task, tok, rows, turn, algo.feedback_len)
     (row,) = rows
     kept = len('<<calculator("12*3")>>')
     call_ids = tok.encode(reply[:kept])

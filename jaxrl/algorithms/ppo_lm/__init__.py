@@ -2,21 +2,25 @@
 hyperparameters (the token-rollout fields of `jaxrl/algorithms/lm_rollout.py`, with the
 advantage fixed to GAE and the critic's fields), `train.py` the staged algorithm: GRPO's
 sampling and rewards (`lm_rollout.py`), a value model trained beside the policy, and
-the shared objectives (`jaxrl.objectives`: GAE, the policy losses, the aggregation).
-The value loss is shared with the control PPO (`jaxrl/losses.py`)."""
+the shared objectives (`jaxrl.objectives`: GAE, the policy losses, the aggregation),
+`multiturn.py` the same on multi-turn episodes (`jaxrl/algorithms/lm_multiturn.py`),
+which `make` returns for a multi-turn task. The value loss is shared with the control
+PPO (`jaxrl/losses.py`)."""
 
 import warnings
 from typing import Any
 
-from jaxrl import objectives
+from jaxrl import objectives, tasks
 
 from .config import SWEEPABLE, PPOLMConfig, default_config
-from .train import PPOLM, PPOLMState, make
+from .multiturn import MultiTurnPPOLM
+from .train import PPOLM, PPOLMState
 
 Config = PPOLMConfig  # every algorithm module exposes its config class as `Config`
 
 __all__ = [
     "PPOLM",
+    "MultiTurnPPOLM",
     "SWEEPABLE",
     "Config",
     "PPOLMConfig",
@@ -24,6 +28,14 @@ __all__ = [
     "default_config",
     "make",
 ]
+
+
+def make(config: PPOLMConfig) -> PPOLM:
+    """PPO with a critic for `config` (validated; bad input raises `ConfigError`); a
+    multi-turn task (`jaxrl/tasks/multiturn.py`) gets `MultiTurnPPOLM`."""
+    if tasks.is_multi_turn(config.task):
+        return MultiTurnPPOLM(config)
+    return PPOLM(config)
 
 
 def __getattr__(name: str) -> Any:

@@ -6,7 +6,8 @@ and optimisation field means the same as GRPO's and a GRPO run and a PPO run dif
 the algorithm name (and the critic's fields); the advantage is fixed to GAE over a
 learned value model. Budget units are GRPO's: `total_steps` counts completions,
 `num_prompts * group_size` per update; `group_size` may be 1 here (the critic, not a
-group, is the baseline).
+group, is the baseline). On a multi-turn task (`jaxrl/tasks/multiturn.py`) a completion
+is an episode and `max_new_tokens` the budget of one model turn (`ppo_lm/multiturn.py`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 
 from jaxrl import config as cfg
-from jaxrl import tasks
 from jaxrl.algorithms.lm_rollout import RL_SWEEPABLE, LMRLConfig
 from jaxrl.objectives import ADVANTAGE_ESTIMATORS, CRITIC_ADVANTAGES
 
@@ -88,13 +88,6 @@ class PPOLMConfig(LMRLConfig):
             "group of one never does, so the spare prompts would all be thrown away)",
         )
         super().validate()
-        cfg.check(
-            not tasks.is_multi_turn(self.task),
-            "task",
-            self.task,
-            "a single-turn task (PPO-LM does not run multi-turn episodes yet; "
-            "`jaxrl train grpo` does)",
-        )
         return self
 
 

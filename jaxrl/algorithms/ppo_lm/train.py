@@ -148,12 +148,20 @@ class PPOLM(RolloutAlgorithm):
 
     # ------------------------------------------------------------------ learning
     def learn(self, state: PPOLMState, batch: dict[str, jax.Array]) -> tuple[PPOLMState, dict]:
-        """GAE advantages on the critic's values (`critic_advantages`), then `num_epochs`
-        x `num_minibatches` steps of the policy's and the critic's AdamW, each on its own
-        part of the gradient of `objective` (one agent)."""
+        """`learn_from` with the outcome reward on each row's last completion token."""
+        cmask = batch["completion_mask"].astype(jnp.float32)
+        return self.learn_from(state, batch, outcome_token_rewards(batch["rewards"], cmask))
+
+    def learn_from(
+        self, state: PPOLMState, batch: dict[str, jax.Array], token_rewards: jax.Array
+    ) -> tuple[PPOLMState, dict]:
+        """GAE advantages on the critic's values (`critic_advantages`) for the (rows,
+        completion length) `token_rewards`, then `num_epochs` x `num_minibatches` steps
+        of the policy's and the critic's AdamW, each on its own part of the gradient of
+        `objective` (one agent). Tokens off `completion_mask` (the environment's, in a
+        multi-turn episode) are in neither loss, and GAE steps over them."""
         hp = state.hparams
         cmask = batch["completion_mask"].astype(jnp.float32)
-        token_rewards = outcome_token_rewards(batch["rewards"], cmask)
         token_rewards = self.learning_rewards(state, batch, token_rewards, cmask)
         fields, critic_metrics = self.critic_advantages(state, batch, token_rewards, cmask)
         data = {**batch, **fields, "loss_mask": self.loss_mask(batch, cmask)}
@@ -264,8 +272,3 @@ class PPOLM(RolloutAlgorithm):
             value_clip_fraction=TokenMean.over(clipped.astype(jnp.float32), cmask),
         )
         return loss, stats
-
-
-def make(config: PPOLMConfig) -> PPOLM:
-    """PPO with a critic for `config` (validated; bad input raises `ConfigError`)."""
-    return PPOLM(config)
