@@ -211,6 +211,15 @@ RUNNERS = {
 }
 
 
+# A plan compiles steps and reads XLA's analysis; it trains nothing, so no training
+# canary can say it is stale. tests/test_plan.py pins what must not drift (the 8B plan's
+# parameter and optimizer rows); rerun the result when the planner or GRPO's step changes.
+PLAN_CANARY_NOTE = (
+    "a plan trains nothing (XLA's analysis of compiled steps): rerun it when the planner "
+    "or GRPO's step changes; tests/test_plan.py pins the 8B plan's state rows"
+)
+
+
 def measure(entry: registry.Entry) -> dict[str, Any]:
     """Runs `entry` and returns its results file's content (not yet written)."""
     record: dict[str, Any] = {
@@ -235,6 +244,8 @@ def measure(entry: registry.Entry) -> dict[str, Any]:
     record["canary"] = (
         {"name": entry.canary, "metrics": canaries.compute(entry.canary)} if entry.canary else None
     )
+    if entry.kind == "plan":
+        record["canary_note"] = PLAN_CANARY_NOTE
     return record
 
 
