@@ -223,10 +223,12 @@ def suite_duration() -> str:
         )
     minutes = record["per_seed"][0] / 60
     mark = LOADED if record.get("loaded") else ""
+    exit_code = record.get("details", {}).get("exit_code", 0)
+    failed = f"; that run failed, exit code {exit_code}" if exit_code else ""
     return (
         f"The default tests took {minutes:.0f} minutes{mark} on {record['cores']} cores of "
         f"an {record['cpu']} (commit {record['commit'][:7]}, "
-        f"`benchmarks/results/default_suite_duration.json`)."
+        f"`benchmarks/results/default_suite_duration.json`{failed})."
     )
 
 
