@@ -38,6 +38,9 @@ class Entry:
     * "lm_pipeline": per seed s, the default SFT warm start (`jaxrl train sft --task
       addition`, seed s), then `algorithm` from it with `overrides`, seed s; one process
       per stage, so seeds are sequential.
+    * "prm_pipeline": per seed s, an SFT warm start, a PRM from it and two GRPO runs
+      from the warm start, outcome-only and with the PRM's step rewards for half the
+      updates (`PRM_PIPELINE`; benchmarks/reproduce.py's `run_prm_pipeline`).
     * "script": a benchmark script (`command`), its JSON kept whole under `raw`.
     * "pytest": the wall time of `command`.
     """
@@ -107,6 +110,17 @@ def _speed(name: str, script: str, family: str | None, peer: str, measures: str)
         peer=peer,
         family=family,
     )
+
+
+# The process-reward pipeline (`grpo_prm_addition_steps`, benchmarks/reproduce.py's
+# `prm_pipeline`): each stage's config overrides, and the outcome-only run's updates
+# (the step-rewarded run gets half).
+PRM_PIPELINE: dict[str, Any] = {
+    "sft": {"task": "addition_steps"},
+    "prm": {"task": "addition_steps"},
+    "grpo": {"task": "addition_steps"},
+    "updates": 400,
+}
 
 
 ENTRIES: tuple[Entry, ...] = (
@@ -281,6 +295,52 @@ ENTRIES: tuple[Entry, ...] = (
         unit="pass@1 gain",
         test="test_ppo_lm_learning.py",
         family="ppo-lm",
+    ),
+    # --- process rewards (step-by-step addition, `--task addition_steps`)
+    Entry(
+        name="prm_addition_steps",
+        label="step-by-step addition: held-out step accuracy",
+        kind="learning",
+        tier="full",
+        measures="a process reward model with its defaults (3-digit addition_steps, from the "
+        "tiny random model): held-out step accuracy (binary step labels), per seed",
+        command="jaxrl train prm --task addition_steps --num-seeds 3",
+        minutes=20,
+        runner="task",
+        canary="prm",
+        algorithm="prm",
+        seeds=3,
+        metric="eval_step_accuracy_per_agent",
+        unit="step accuracy",
+        test="test_prm_learning.py",
+        family="prm",
+    ),
+    Entry(
+        name="grpo_prm_addition_steps",
+        label="step-by-step addition: pass@1 of GRPO with PRM step rewards after half the "
+        "updates, minus the outcome-only run's final pass@1",
+        kind="learning",
+        tier="full",
+        measures="per seed: an SFT warm start on addition_steps, a PRM from it, then GRPO from "
+        "the warm start twice, outcome reward only for `updates` updates and with the PRM's "
+        "step rewards for half as many; the held-out pass@1 of the second minus the first's "
+        "(>= 0: the step-rewarded run reached the outcome-only final pass@1 in at most half "
+        "the updates)",
+        command="jaxrl train sft --task addition_steps --seed S --run-dir runs/sft-S && "
+        "jaxrl train prm --model runs/sft-S --seed S --run-dir runs/prm-S && "
+        "jaxrl train grpo --task addition_steps --model runs/sft-S --seed S "
+        "--total-steps N && jaxrl train grpo --task addition_steps --model runs/sft-S "
+        "--seed S --process-reward runs/prm-S --total-steps N/2",
+        minutes=40,
+        runner="prm_pipeline",
+        canary="prm",
+        algorithm="grpo",
+        seeds=3,
+        overrides=PRM_PIPELINE,
+        metric="pass@1_margin",
+        unit="pass@1 gain over outcome-only",
+        test="test_prm_learning.py",
+        family="prm",
     ),
     # --- speed, against a peer (needs a quiet machine: load average below 1.5)
     _speed(

@@ -1,0 +1,211 @@
+"""Process rewards: the formulas of jaxrl/objectives/process.py by hand on tiny tensors,
+the host's step rewards on the policy's tokens (jaxrl/algorithms/process_rewards.py),
+and their plumbing into GRPO and PPO-LM (`process_reward`: verifier, a PRM run,
+PRIME's implicit PRM), with the bad inputs refused before anything compiles."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxrl import config as cfg
+from jaxrl import tasks
+from jaxrl.algorithms import grpo, ppo_lm
+from jaxrl.algorithms.process_rewards import StepRewards
+from jaxrl.config import ConfigError
+from jaxrl.lm import CharTokenizer
+from jaxrl.objectives import (
+    binary_cross_entropy_with_logits,
+    implicit_prm_loss,
+    implicit_process_rewards,
+    process_advantages,
+    with_process_rewards,
+)
+from jaxrl.training.driver import RunConfig, train
+
+
+# ---------------------------------------------------------------------- formulas
+def test_binary_cross_entropy_with_logits_by_hand():
+    z = jnp.array([0.0, 0.0, 2.0, -3.0, 40.0])
+    y = jnp.array([1.0, 0.0, 0.0, 1.0, 0.0])
+    expected = [math.log(2), math.log(2), math.log1p(math.exp(2)), math.log1p(math.exp(3)), 40.0]
+    np.testing.assert_allclose(binary_cross_entropy_with_logits(z, y), expected, rtol=1e-6)
+
+
+def test_process_advantages_by_hand():
+    """One group of two completions. Row 0 ends steps at t=1 (reward 1) and t=2 (0); row
+    1 at t=0 (1) and t=1 (1), and its t=2 is padding. R = {1, 0, 1, 1}: mean 3/4, unbiased
+    std 1/2, so the normalised rewards are 1/2, -3/2, 1/2, 1/2, and a token's advantage
+    is the sum over its step and the later ones."""
+    rewards = jnp.array([[9.0, 1.0, 0.0], [1.0, 1.0, 9.0]])  # 9: not a step end, ignored
+    ends = jnp.array([[0, 1, 1], [1, 1, 0]])
+    mask = jnp.array([[1, 1, 1], [1, 1, 0]])
+    got = process_advantages(rewards, ends, mask, group_size=2, eps=0.0)
+    np.testing.assert_allclose(got, [[-1.0, -1.0, -1.5], [1.0, 0.5, 0.0]], rtol=1e-6)
+
+
+def test_process_advantages_of_equal_step_rewards_are_exactly_zero_and_groups_are_separate():
+    rewards = jnp.array([[0.1, 0.1], [0.1, 0.1], [1.0, 0.0], [0.0, 0.0]])
+    ends = jnp.ones((4, 2))
+    mask = jnp.ones((4, 2))
+    got = np.asarray(process_advantages(rewards, ends, mask, group_size=2))
+    assert (got[:2] == 0).all()  # group 0: equal rewards, no signal (not float noise)
+    # Group 1: R = {1, 0, 0, 0}, mean 1/4, std sqrt((9/16 + 3/16) / 3) = 1/2 (ddof=1).
+    std = 0.5
+    r = np.array([[0.75, -0.25], [-0.25, -0.25]]) / (std + 1e-6)
+    np.testing.assert_allclose(got[2:], [[r[0].sum(), r[0, 1]], [r[1].sum(), r[1, 1]]], rtol=1e-5)
+    with pytest.raises(ConfigError, match="group_size"):
+        process_advantages(rewards, ends, mask, group_size=1)
+    with pytest.raises(ConfigError, match="a divisor of the batch size 4"):
+        process_advantages(rewards, ends, mask, group_size=3)
+
+
+def test_with_process_rewards_adds_the_weighted_step_rewards():
+    outcome = jnp.array([[0.0, 0.0, 1.0]])
+    steps = jnp.array([[0.0, 0.5, 1.0]])
+    np.testing.assert_allclose(with_process_rewards(outcome, steps, 0.5), [[0.0, 0.25, 1.5]])
+
+
+def test_implicit_process_rewards_and_prm_loss_by_hand():
+    prm_logp = jnp.array([[-1.0, -2.0, -7.0]])
+    ref_logp = jnp.array([[-1.5, -1.0, -3.0]])
+    mask = jnp.array([[1, 1, 0]])
+    rewards = implicit_process_rewards(prm_logp, ref_logp, mask, 0.5)
+    np.testing.assert_allclose(rewards, [[0.25, -0.5, 0.0]])
+    # r_phi(y) = 0.25 - 0.5 = -0.25; a correct completion: -log sigmoid(-0.25).
+    labels = jnp.array([1.0])
+    loss = implicit_prm_loss(prm_logp, ref_logp, mask, labels, 0.5)
+    np.testing.assert_allclose(loss, [math.log1p(math.exp(0.25))], rtol=1e-6)
+    wrong = implicit_prm_loss(prm_logp, ref_logp, mask, jnp.array([0.0]), 0.5)
+    np.testing.assert_allclose(wrong, [math.log1p(math.exp(-0.25))], rtol=1e-6)
+    # Its gradient raises log pi_phi of a correct completion's tokens (and only those).
+    grad = jax.grad(lambda lp: implicit_prm_loss(lp, ref_logp, mask, labels, 0.5).sum())(prm_logp)
+    sigmoid = 1 / (1 + math.exp(0.25))
+    np.testing.assert_allclose(grad, [[-0.5 * (1 - sigmoid)] * 2 + [0.0]], rtol=1e-6)
+
+
+# ---------------------------------------------------------------------- host step rewards
+def test_verifier_step_rewards_sit_on_the_policy_tokens_that_end_steps():
+    task = tasks.make_task("addition_steps", digits=1)
+    tok = CharTokenizer(tasks.BASE_ALPHABET)
+    source = StepRewards("verifier", task, tok, max_len=16, dtype="float32")
+    example = tasks.Example("3+4=", "07;7")
+    texts = ["07;8", "07;7", "5"]
+    width = 6
+    rows = [tok.encode(t, add_eos=True) for t in texts]
+    tokens = np.zeros((3, width), np.int32)
+    keep = np.zeros((3, width), bool)
+    for i, ids in enumerate(rows):
+        tokens[i, : len(ids)] = ids
+        keep[i, : len(ids)] = True
+    out = source.token_rewards([example] * 3, texts, tokens, keep)
+    # "07;8<eos>": the step "07" ends at ";" (t=2, right), "8" at the eos (t=4, wrong).
+    assert out["step_ends"].tolist()[0] == [0, 0, 1, 0, 1, 0]
+    assert out["process_rewards"].tolist()[0] == [0, 0, 1, 0, 0, 0]
+    assert out["process_rewards"].tolist()[1] == [0, 0, 1, 0, 1, 0]
+    # "5<eos>": one step, wrong, ending at the eos.
+    assert out["step_ends"].tolist()[2] == [0, 1, 0, 0, 0, 0]
+    assert out["process_rewards"].tolist()[2] == [0] * 6
+
+
+# ---------------------------------------------------------------------- GRPO and PPO-LM
+LM = dict(
+    task="addition_steps",
+    digits=1,
+    num_eval=8,
+    num_layers=1,
+    hidden_size=32,
+    num_heads=2,
+    num_kv_heads=2,
+    mlp_size=64,
+    eval_batch_size=32,
+    num_prompts=4,
+    group_size=4,
+    total_steps=16 * 2,
+    eval_samples=2,
+    reward="correct+length:3:2",
+)
+
+
+def run(module, **overrides):
+    config = cfg.replace(module.default_config(), **{**LM, **overrides})
+    return train(module.make(config), RunConfig(seed=0, progress=False, log_every=1))
+
+
+@pytest.mark.parametrize("module", [grpo, ppo_lm], ids=["grpo", "ppo-lm"])
+def test_a_zero_weight_leaves_the_update_bit_exact(module):
+    """The plumbing adds weight x the process term and nothing else: at weight 0 the
+    parameters are those of the outcome-only run, bit for bit."""
+    plain = run(module)
+    zero = run(module, process_reward="verifier", process_reward_weight=0.0)
+    assert zero.summary["params_fingerprint"] == plain.summary["params_fingerprint"]
+    assert "process_reward_mean" in zero.metrics[-1]
+    assert "process_reward_mean" not in plain.metrics[-1]
+
+
+@pytest.mark.parametrize("module", [grpo, ppo_lm], ids=["grpo", "ppo-lm"])
+def test_verifier_and_implicit_step_rewards_change_the_update(module):
+    plain = run(module)
+    verifier = run(module, process_reward="verifier")
+    implicit = run(module, process_reward="implicit", implicit_prm_lr=1e-2)
+    fingerprints = {
+        r.summary["params_fingerprint"] for r in (plain, verifier, implicit)
+    }
+    assert len(fingerprints) == 3
+    last = implicit.metrics[-1]
+    assert np.isfinite(last["implicit_prm_loss"]) and np.isfinite(last["implicit_reward_mean"])
+    state = jax.tree.map(lambda x: x[0], implicit.state)
+    moved = jax.tree.map(lambda a, b: bool(jnp.any(a != b)), state.prm_params, state.ref_params)
+    assert any(jax.tree.leaves(moved))  # pi_phi trained away from the frozen start
+
+
+def test_the_implicit_prm_is_checkpointed_and_resumes_exactly(tmp_path):
+    import shutil
+
+    options = dict(process_reward="implicit", implicit_prm_lr=1e-2, total_steps=16 * 4)
+    runs = dict(checkpoint_every=32, keep_checkpoints=5, log_every=1, progress=False)
+    config = cfg.replace(grpo.default_config(), **{**LM, **options})
+    full_dir, stopped_dir = tmp_path / "full", tmp_path / "stopped"
+    full = train(grpo.make(config), RunConfig(run_dir=str(full_dir), **runs))
+    shutil.copytree(full_dir, stopped_dir)
+    shutil.rmtree(stopped_dir / "checkpoints" / "4")
+    shutil.rmtree(stopped_dir / "model")
+    (stopped_dir / "summary.json").unlink()
+    resumed = train(grpo.make(config), RunConfig(run_dir=str(stopped_dir), resume=True, **runs))
+    assert resumed.summary["params_fingerprint"] == full.summary["params_fingerprint"]
+    jax.tree.map(np.testing.assert_array_equal, resumed.state.prm_params, full.state.prm_params)
+
+
+@pytest.mark.parametrize(
+    ("module", "overrides", "match"),
+    [
+        (grpo, {"task": "addition"}, r"invalid process_reward='verifier': task 'addition'"),
+        (grpo, {"process_reward": ""}, r"invalid process_reward='': must be None, 'verifier'"),
+        (grpo, {"process_reward_weight": -1.0}, r"invalid process_reward_weight=-1.0"),
+        (grpo, {"implicit_prm_beta": 0.0}, r"invalid implicit_prm_beta=0.0"),
+        (
+            grpo,
+            {"task": "guess", "max_number": 8},
+            r"invalid process_reward='verifier': must be None on the multi-turn task 'guess'",
+        ),
+        (
+            grpo,
+            {"advantage": "reinforce_pp", "group_size": 1, "num_prompts": 16},
+            r"invalid group_size=1: must be >= 2 with process_reward",
+        ),
+        (
+            ppo_lm,
+            {"process_reward": "implicit", "lora_rank": 4},
+            r"invalid lora_rank=4: must be 0 with process_reward='implicit'",
+        ),
+        (ppo_lm, {"process_reward": "/nonexistent"}, r"invalid process_reward='/nonexistent'"),
+    ],
+)
+def test_bad_process_reward_input_is_refused_before_compiling(module, overrides, match):
+    config_overrides = {**LM, "process_reward": "verifier", **overrides}
+    with pytest.raises(ConfigError, match=match):
+        module.make(cfg.replace(module.default_config(), **config_overrides))
