@@ -304,12 +304,12 @@ ENTRIES: tuple[Entry, ...] = (
         tier="full",
         measures="a process reward model with its defaults (3-digit addition_steps, from the "
         "tiny random model): held-out step accuracy (binary step labels), per seed",
-        command="jaxrl train prm --task addition_steps --num-seeds 3",
+        command="jaxrl train prm --task addition_steps --num-seeds 5",
         minutes=20,
         runner="task",
         canary="prm",
         algorithm="prm",
-        seeds=3,
+        seeds=5,
         metric="eval_step_accuracy_per_agent",
         unit="step accuracy",
         test="test_prm_learning.py",
@@ -331,11 +331,11 @@ ENTRIES: tuple[Entry, ...] = (
         "jaxrl train grpo --task addition_steps --model runs/sft-S --seed S "
         "--total-steps N && jaxrl train grpo --task addition_steps --model runs/sft-S "
         "--seed S --process-reward runs/prm-S --total-steps N/2",
-        minutes=40,
+        minutes=75,
         runner="prm_pipeline",
         canary="prm",
         algorithm="grpo",
-        seeds=3,
+        seeds=5,
         overrides=PRM_PIPELINE,
         metric="pass@1_margin",
         unit="pass@1 gain over outcome-only",

@@ -119,7 +119,10 @@ class PRMScorer:
             model, params = from_pretrained(model_dir, dtype=dtype)
             self.tokenizer: Tokenizer = load_tokenizer(model_dir)
         except ConfigError as err:
-            raise ConfigError(f"invalid {field}={run_dir!r}: {err}") from None
+            raise ConfigError(
+                f"invalid {field}={run_dir!r}: must be {VERIFIER!r}, {IMPLICIT!r} or the run "
+                f"directory of a PRM ({err})"
+            ) from None
         except (OSError, ValueError, KeyError) as err:
             raise ConfigError(f"invalid {field}={run_dir!r}: cannot load its model ({err})") from None
         if not model.config.value_head:
@@ -176,7 +179,6 @@ class StepRewards:
     def __init__(self, source: str, task: tasks.Task, tokenizer: Tokenizer, max_len: int, dtype: str):
         self.task = step_task(task, "process_reward", source)
         self.tokenizer = tokenizer
-        self.source = source
         self.scorer = (
             None
             if source == VERIFIER

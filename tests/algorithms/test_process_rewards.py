@@ -202,7 +202,12 @@ def test_the_implicit_prm_is_checkpointed_and_resumes_exactly(tmp_path):
             {"process_reward": "implicit", "lora_rank": 4},
             r"invalid lora_rank=4: must be 0 with process_reward='implicit'",
         ),
-        (ppo_lm, {"process_reward": "/nonexistent"}, r"invalid process_reward='/nonexistent'"),
+        (
+            ppo_lm,
+            {"process_reward": "Verifier"},
+            r"invalid process_reward='Verifier': must be 'verifier', 'implicit' or the run "
+            r"directory of a PRM \(invalid model='Verifier'",
+        ),
     ],
 )
 def test_bad_process_reward_input_is_refused_before_compiling(module, overrides, match):
