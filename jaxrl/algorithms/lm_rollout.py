@@ -76,9 +76,9 @@ from jaxrl.objectives import (
     aggregate_loss,
     entropy_bonus,
     high_entropy_mask,
-    kl_estimate,
     implicit_prm_loss,
     implicit_process_rewards,
+    kl_estimate,
     kl_penalised_rewards,
     masked_token_mean,
     overlong_penalty,
@@ -706,7 +706,11 @@ class RolloutAlgorithm(LMAlgorithm):
             del context
             logp = self.completion_logprobs(prm_params, piece["tokens"], piece["mask"])
             per_row = implicit_prm_loss(
-                logp, piece["ref_logp"], piece["completion_mask"], piece["labels"], c.implicit_prm_beta
+                logp,
+                piece["ref_logp"],
+                piece["completion_mask"],
+                piece["labels"],
+                c.implicit_prm_beta,
             )
             value = jnp.sum(per_row) / rows  # the whole batch's mean: slices add up
             return value, {"implicit_prm_loss": value}

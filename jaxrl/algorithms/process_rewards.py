@@ -44,7 +44,9 @@ IMPLICIT = "implicit"  # `process_reward` for PRIME's implicit PRM
 VERIFIER = "verifier"  # `process_reward` for the task's step verifier
 
 
-def step_end_positions(tokenizer: Tokenizer, completion_ids: Sequence[int], separator: str) -> list[int]:
+def step_end_positions(
+    tokenizer: Tokenizer, completion_ids: Sequence[int], separator: str
+) -> list[int]:
     """Index in `completion_ids` of the token that ends each step: for every separator in
     the completion's text, the token whose text holds it; then the last token (the eos of
     a finished completion) for the last step. One entry per step of
@@ -124,7 +126,9 @@ class PRMScorer:
                 f"directory of a PRM ({err})"
             ) from None
         except (OSError, ValueError, KeyError) as err:
-            raise ConfigError(f"invalid {field}={run_dir!r}: cannot load its model ({err})") from None
+            raise ConfigError(
+                f"invalid {field}={run_dir!r}: cannot load its model ({err})"
+            ) from None
         if not model.config.value_head:
             raise ConfigError(
                 f"invalid {field}={run_dir!r}: the model in {model_dir} has no value head, "
@@ -135,9 +139,9 @@ class PRMScorer:
         self.separator = separator
         self.max_len = max_len
         self._values = jax.jit(
-            lambda p, tokens, mask: model.apply(
-                p, tokens, attention_mask=mask, return_hidden=True
-            )[1]
+            lambda p, tokens, mask: model.apply(p, tokens, attention_mask=mask, return_hidden=True)[
+                1
+            ]
         )
 
     def step_scores(self, prompts: Sequence[str], texts: Sequence[str]) -> list[list[float]]:
@@ -151,7 +155,9 @@ class PRMScorer:
         rows = []
         for example in examples:  # one at a time: a bad row must not sink the batch
             try:
-                rows.append(encode_step_rows(self.tokenizer, [example], self.separator, self.max_len))
+                rows.append(
+                    encode_step_rows(self.tokenizer, [example], self.separator, self.max_len)
+                )
             except (ValueError, ConfigError) as err:
                 logger.warning("PRM cannot score %r: %s", example, err)
                 rows.append(None)
@@ -176,13 +182,13 @@ class StepRewards:
     """`process_reward` = "verifier" or a PRM run directory: per-token step rewards of a
     batch of sampled completions, on the host (see the module docstring)."""
 
-    def __init__(self, source: str, task: tasks.Task, tokenizer: Tokenizer, max_len: int, dtype: str):
+    def __init__(
+        self, source: str, task: tasks.Task, tokenizer: Tokenizer, max_len: int, dtype: str
+    ):
         self.task = step_task(task, "process_reward", source)
         self.tokenizer = tokenizer
         self.scorer = (
-            None
-            if source == VERIFIER
-            else PRMScorer(source, self.task.separator, max_len, dtype)
+            None if source == VERIFIER else PRMScorer(source, self.task.separator, max_len, dtype)
         )
 
     def token_rewards(

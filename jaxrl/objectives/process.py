@@ -100,9 +100,7 @@ def with_process_rewards(token_rewards: Array, process_rewards: Array, weight: S
     )
 
 
-def implicit_process_rewards(
-    prm_logp: Array, ref_logp: Array, mask: Array, beta: Scalar
-) -> Array:
+def implicit_process_rewards(prm_logp: Array, ref_logp: Array, mask: Array, beta: Scalar) -> Array:
     """PRIME's implicit process reward of every token (Cui et al. 2025, "Process
     Reinforcement through Implicit Rewards"; Yuan et al. 2024, "Free process
     rewards without process labels"):

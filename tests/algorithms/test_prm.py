@@ -227,7 +227,12 @@ def test_a_model_without_a_value_head_is_not_a_prm(tmp_path):
     sft_options = {k: v for k, v in TINY.items() if k in SFT_FIELDS}
     config = cfg.replace(
         sft.default_config(),
-        **{**sft_options, "task": "addition_steps", "total_steps": 8, "stop_at_train_accuracy": None},
+        **{
+            **sft_options,
+            "task": "addition_steps",
+            "total_steps": 8,
+            "stop_at_train_accuracy": None,
+        },
     )
     train(sft.make(config), RunConfig(run_dir=str(tmp_path / "sft"), progress=False))
     with pytest.raises(ConfigError, match=r"invalid process_reward=.*has no value head"):

@@ -22,9 +22,7 @@ import pytest
 import jaxrl
 from benchmarks import registry
 
-SFT_2_DIGIT = dict(
-    task="addition_steps", digits=2, total_steps=25_600, stop_at_train_accuracy=None
-)
+SFT_2_DIGIT = dict(task="addition_steps", digits=2, total_steps=25_600, stop_at_train_accuracy=None)
 PRM_2_DIGIT = dict(task="addition_steps", digits=2, total_steps=16_000)
 GRPO_2_DIGIT = dict(task="addition_steps", digits=2, total_steps=100 * 128)
 

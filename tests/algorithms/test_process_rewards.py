@@ -152,9 +152,7 @@ def test_verifier_and_implicit_step_rewards_change_the_update(module):
     plain = run(module)
     verifier = run(module, process_reward="verifier")
     implicit = run(module, process_reward="implicit", implicit_prm_lr=1e-2)
-    fingerprints = {
-        r.summary["params_fingerprint"] for r in (plain, verifier, implicit)
-    }
+    fingerprints = {r.summary["params_fingerprint"] for r in (plain, verifier, implicit)}
     assert len(fingerprints) == 3
     last = implicit.metrics[-1]
     assert np.isfinite(last["implicit_prm_loss"]) and np.isfinite(last["implicit_reward_mean"])

@@ -69,9 +69,7 @@ def learn(
         advantages = advantages + c.step_advantage_weight * cmask * per_token
     process_metrics = {}
     if c.process_reward is not None:  # static: a config value
-        state, process, step_ends, process_metrics = algo.process_token_rewards(
-            state, batch, cmask
-        )
+        state, process, step_ends, process_metrics = algo.process_token_rewards(state, batch, cmask)
         steps = process_advantages(process, step_ends, cmask, c.group_size)
         advantages = advantages + c.process_reward_weight * steps
     data = {**batch, "advantages": advantages, "loss_mask": algo.loss_mask(batch, cmask)}

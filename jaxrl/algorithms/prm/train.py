@@ -172,7 +172,9 @@ class PRM(LMAlgorithm):
             labels = rows["labels"]
             right += float(losses.step_accuracy(logits, labels, label_mask))
             steps += float(label_mask.sum())
-            whole += float(np.sum(np.asarray(losses.solution_accuracy(logits, labels, label_mask))[real]))
+            whole += float(
+                np.sum(np.asarray(losses.solution_accuracy(logits, labels, label_mask))[real])
+            )
             loss += float(losses.step_bce(logits, labels, label_mask))
         return {
             "step_accuracy": right / max(steps, 1.0),
