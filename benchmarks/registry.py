@@ -38,9 +38,11 @@ class Entry:
     * "lm_pipeline": per seed s, the default SFT warm start (`jaxrl train sft --task
       addition`, seed s), then `algorithm` from it with `overrides`, seed s; one process
       per stage, so seeds are sequential.
-    * "prm_pipeline": per seed s, an SFT warm start, a PRM from it and two GRPO runs
-      from the warm start, outcome-only and with the PRM's step rewards for half the
-      updates (`PRM_PIPELINE`; benchmarks/reproduce.py's `run_prm_pipeline`).
+    * "prm_pipeline": per seed s, an SFT warm start and a PRM from it (the value: the
+      PRM's `metric`), or with a "grpo" stage two GRPO runs from the warm start too,
+      outcome-only and with the PRM's step rewards for half the updates (the value: the
+      second's held-out pass@1 minus the first's; `PRM_PIPELINE`,
+      benchmarks/reproduce.py's `run_prm_pipeline`).
     * "script": a benchmark script (`command`), its JSON kept whole under `raw`.
     * "pytest": the wall time of `command`.
     """
@@ -299,18 +301,20 @@ ENTRIES: tuple[Entry, ...] = (
     # --- process rewards (step-by-step addition, `--task addition_steps`)
     Entry(
         name="prm_addition_steps",
-        label="step-by-step addition: held-out step accuracy",
+        label="step-by-step addition: held-out step accuracy of a PRM",
         kind="learning",
         tier="full",
-        measures="a process reward model with its defaults (3-digit addition_steps, from the "
-        "tiny random model): held-out step accuracy (binary step labels), per seed",
-        command="jaxrl train prm --task addition_steps --num-seeds 5",
-        minutes=20,
-        runner="task",
+        measures="a process reward model with its defaults (3-digit addition_steps) from the "
+        "SFT warm start of the same seed: held-out step accuracy (binary step labels), per seed",
+        command="jaxrl train sft --task addition_steps --seed S --run-dir runs/sft-S && "
+        "jaxrl train prm --model runs/sft-S --seed S",
+        minutes=25,
+        runner="prm_pipeline",
         canary="prm",
         algorithm="prm",
         seeds=5,
-        metric="eval_step_accuracy_per_agent",
+        overrides={"sft": PRM_PIPELINE["sft"], "prm": PRM_PIPELINE["prm"]},
+        metric="eval_step_accuracy",
         unit="step accuracy",
         test="test_prm_learning.py",
         family="prm",
