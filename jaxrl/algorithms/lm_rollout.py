@@ -400,6 +400,10 @@ class RolloutAlgorithm(LMAlgorithm):
             )
         self.uses_reference = c.kl_coef > 0
         self.implicit_prm = c.process_reward == process_rewards.IMPLICIT
+        if not self.implicit_prm:
+            # The implicit PRM's fields are None then: left out of checkpoints, whose tree
+            # stays the one of runs made before the fields existed (they still resume).
+            self.checkpoint_exclude = (*self.checkpoint_exclude, "prm_params", "prm_opt_state")
         self.step_rewards = None  # the host source of step rewards (verifier or PRM)
         if c.process_reward is not None and not self.implicit_prm:
             self.step_rewards = process_rewards.StepRewards(
