@@ -215,6 +215,10 @@ class LMRLConfig(LMConfig):
     process_reward_weight: float = 1.0
     """Weight of the process term: GRPO adds weight x the step advantages to the outcome's,
     PPO-LM adds weight x the step rewards to the token rewards of its GAE."""
+    process_reward_std: bool = True
+    """GRPO: divide the step rewards' deviations from their group mean by the group's std
+    (DeepSeekMath's process supervision); False: the deviations alone (Dr. GRPO's
+    correction, which keeps a PRM's small differences between good steps small)."""
     implicit_prm_beta: float = 0.05
     """PRIME: beta of the implicit process reward beta log(pi_phi / pi_ref) (PRIME's
     recipe uses 0.05)."""

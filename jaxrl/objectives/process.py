@@ -40,7 +40,12 @@ def binary_cross_entropy_with_logits(logits: Array, labels: Array) -> Array:
 
 
 def process_advantages(
-    process_rewards: Array, step_ends: Array, mask: Array, group_size: int, eps: float = 1e-6
+    process_rewards: Array,
+    step_ends: Array,
+    mask: Array,
+    group_size: int,
+    eps: float = 1e-6,
+    scale_by_std: bool = True,
 ) -> Array:
     """GRPO with process supervision (Shao et al. 2024, DeepSeekMath, sec. 4.1.3):
 
@@ -54,6 +59,12 @@ def process_advantages(
     later ones: a step is credited with what follows it, not with what came before.
     The std is the unbiased one (ddof=1) with GRPO's eps (`grpo_advantages`); a group
     with a single step reward gets 0.
+
+    `scale_by_std=False` keeps the deviations from the group mean unscaled, r~ = r - mean
+    R, Dr. GRPO's correction of the outcome advantage (Liu et al. 2025) applied to steps:
+    a PRM's probabilities differ a little between equally good steps (0.97 against 0.99),
+    and dividing by the small std of such a group blows those differences up to unit-size
+    advantages of random sign.
 
     Args:
       process_rewards: (batch, length) step rewards at step-end tokens (ignored elsewhere).
@@ -87,7 +98,8 @@ def process_advantages(
     count = jnp.sum(on, axis=1, keepdims=True)
     deviation = (shifted - jnp.sum(shifted, axis=1, keepdims=True) / jnp.maximum(count, 1.0)) * on
     std = jnp.sqrt(jnp.sum(deviation**2, axis=1, keepdims=True) / jnp.maximum(count - 1.0, 1.0))
-    normalised = jnp.where(count > 1, deviation / (std + eps), 0.0).reshape(batch, length)
+    scaled = deviation / (std + eps) if scale_by_std else deviation
+    normalised = jnp.where(count > 1, scaled, 0.0).reshape(batch, length)
     return reward_to_go(normalised, m, 1.0) * m
 
 

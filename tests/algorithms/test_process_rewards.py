@@ -249,3 +249,13 @@ def test_bad_process_reward_input_is_refused_before_compiling(module, overrides,
     config_overrides = {**LM, "process_reward": "verifier", **overrides}
     with pytest.raises(ConfigError, match=match):
         module.make(cfg.replace(module.default_config(), **config_overrides))
+
+
+def test_process_advantages_without_the_std_are_the_deviations_from_the_group_mean():
+    rewards = jnp.array([[0.99, 0.97], [0.98, 0.98]])
+    ends = jnp.ones((2, 2))
+    got = process_advantages(rewards, ends, ends, group_size=2, scale_by_std=False)
+    # mean 0.98: deviations 0.01, -0.01, 0, 0, summed over each token's step and later.
+    np.testing.assert_allclose(got, [[0.0, -0.01], [0.0, 0.0]], atol=1e-6)
+    scaled = process_advantages(rewards, ends, ends, group_size=2)
+    assert float(jnp.max(jnp.abs(scaled))) > 0.5  # the std blows a 0.01 difference up

@@ -70,7 +70,9 @@ def learn(
     process_metrics = {}
     if c.process_reward is not None:  # static: a config value
         state, process, step_ends, process_metrics = algo.process_token_rewards(state, batch, cmask)
-        steps = process_advantages(process, step_ends, cmask, c.group_size)
+        steps = process_advantages(
+            process, step_ends, cmask, c.group_size, scale_by_std=c.process_reward_std
+        )
         advantages = advantages + c.process_reward_weight * steps
     data = {**batch, "advantages": advantages, "loss_mask": algo.loss_mask(batch, cmask)}
     lr_scale = algo.lr_scale(state.update_step)
