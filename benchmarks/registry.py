@@ -122,7 +122,7 @@ PRM_PIPELINE: dict[str, Any] = {
     "prm": {"task": "addition_steps"},
     "grpo": {"task": "addition_steps"},
     "updates": 400,
-}
+}  # 3-digit; the 2-digit exploration behind it: benchmarks/notes/2026-11-28-process-rewards.md
 
 
 ENTRIES: tuple[Entry, ...] = (
