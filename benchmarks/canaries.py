@@ -132,6 +132,21 @@ CANARIES: dict[str, tuple[str, str | None, dict[str, Any]]] = {
             "eval_batch_size": 16,
         },
     ),
+    "prm": (
+        "prm",
+        None,
+        {
+            **_LM,
+            "task": "addition_steps",
+            "digits": 1,
+            "batch_size": 8,
+            "total_steps": 8 * UPDATES,
+            "lr": 3e-3,
+            "warmup": 0.0,
+            "num_eval": 16,
+            "eval_batch_size": 16,
+        },
+    ),
     "grpo": (
         "grpo",
         None,

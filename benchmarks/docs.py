@@ -194,6 +194,14 @@ TRAIN_ROWS: tuple[tuple[str, str, str, str, list[str]], ...] = (
         "staged",
         ["ppo_lm_addition"],
     ),
+    (
+        "Process reward models (binary labels at step ends), step rewards in GRPO and "
+        "PPO-LM (a PRM, a verifier, or PRIME's implicit PRM)",
+        "`jaxrl train prm --task addition_steps`, then `--process-reward RUN_DIR`",
+        "step tasks (`addition_steps`)",
+        "staged",
+        ["prm_addition_steps", "grpo_prm_addition_steps"],
+    ),
 )
 
 
@@ -577,7 +585,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     **{
         f"learning-{family}": (lambda family=family: learning_table(_family_names(family)))
         for family in ("ppo", "pqn", "dqn", "c51", "sac", "td3", "dreamer")
-        + ("sft", "dpo", "grpo", "ppo-lm")
+        + ("sft", "dpo", "grpo", "ppo-lm", "prm")
     },
 }
 

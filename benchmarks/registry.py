@@ -38,6 +38,11 @@ class Entry:
     * "lm_pipeline": per seed s, the default SFT warm start (`jaxrl train sft --task
       addition`, seed s), then `algorithm` from it with `overrides`, seed s; one process
       per stage, so seeds are sequential.
+    * "prm_pipeline": per seed s, an SFT warm start and a PRM from it (the value: the
+      PRM's `metric`), or with a "grpo" stage two GRPO runs from the warm start too,
+      outcome-only and with the PRM's step rewards for half the updates (the value: the
+      second's held-out pass@1 minus the first's; `PRM_PIPELINE`,
+      benchmarks/reproduce.py's `run_prm_pipeline`).
     * "script": a benchmark script (`command`), its JSON kept whole under `raw`.
     * "pytest": the wall time of `command`.
     """
@@ -107,6 +112,17 @@ def _speed(name: str, script: str, family: str | None, peer: str, measures: str)
         peer=peer,
         family=family,
     )
+
+
+# The process-reward pipeline (`grpo_prm_addition_steps`, benchmarks/reproduce.py's
+# `prm_pipeline`): each stage's config overrides, and the outcome-only run's updates
+# (the step-rewarded run gets half).
+PRM_PIPELINE: dict[str, Any] = {
+    "sft": {"task": "addition_steps"},
+    "prm": {"task": "addition_steps"},
+    "grpo": {"task": "addition_steps"},
+    "updates": 400,
+}  # 3-digit; the 2-digit exploration behind it: benchmarks/notes/2026-11-28-process-rewards.md
 
 
 ENTRIES: tuple[Entry, ...] = (
@@ -281,6 +297,54 @@ ENTRIES: tuple[Entry, ...] = (
         unit="pass@1 gain",
         test="test_ppo_lm_learning.py",
         family="ppo-lm",
+    ),
+    # --- process rewards (step-by-step addition, `--task addition_steps`)
+    Entry(
+        name="prm_addition_steps",
+        label="step-by-step addition: held-out step accuracy of a PRM",
+        kind="learning",
+        tier="full",
+        measures="a process reward model with its defaults (3-digit addition_steps) from the "
+        "SFT warm start of the same seed: held-out step accuracy (binary step labels), per seed",
+        command="jaxrl train sft --task addition_steps --seed S --run-dir runs/sft-S && "
+        "jaxrl train prm --model runs/sft-S --seed S",
+        minutes=25,
+        runner="prm_pipeline",
+        canary="prm",
+        algorithm="prm",
+        seeds=5,
+        overrides={"sft": PRM_PIPELINE["sft"], "prm": PRM_PIPELINE["prm"]},
+        metric="eval_step_accuracy",
+        unit="step accuracy",
+        test="test_prm_learning.py",
+        family="prm",
+    ),
+    Entry(
+        name="grpo_prm_addition_steps",
+        label="step-by-step addition: pass@1 of GRPO with PRM step rewards after half the "
+        "updates, minus the outcome-only run's final pass@1",
+        kind="learning",
+        tier="full",
+        measures="per seed: an SFT warm start on addition_steps, a PRM from it, then GRPO from "
+        "the warm start twice, outcome reward only for `updates` updates and with the PRM's "
+        "step rewards for half as many; the held-out pass@1 of the second minus the first's "
+        "(>= 0: the step-rewarded run reached the outcome-only final pass@1 in at most half "
+        "the updates)",
+        command="jaxrl train sft --task addition_steps --seed S --run-dir runs/sft-S && "
+        "jaxrl train prm --model runs/sft-S --seed S --run-dir runs/prm-S && "
+        "jaxrl train grpo --task addition_steps --model runs/sft-S --seed S "
+        "--total-steps N && jaxrl train grpo --task addition_steps --model runs/sft-S "
+        "--seed S --process-reward runs/prm-S --total-steps N/2",
+        minutes=75,
+        runner="prm_pipeline",
+        canary="prm",
+        algorithm="grpo",
+        seeds=5,
+        overrides=PRM_PIPELINE,
+        metric="pass@1_margin",
+        unit="pass@1 gain over outcome-only",
+        test="test_prm_learning.py",
+        family="prm",
     ),
     # --- speed, against a peer (needs a quiet machine: load average below 1.5)
     _speed(

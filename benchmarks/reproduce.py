@@ -185,6 +185,69 @@ def run_lm_pipeline(entry: registry.Entry) -> dict[str, Any]:
     return {"per_seed": per_seed, "details": details}
 
 
+def run_prm_pipeline(entry: registry.Entry) -> dict[str, Any]:
+    """Per seed: an SFT warm start and a PRM from it (the value: the PRM's summary
+    `metric`); with a "grpo" stage in `entry.overrides`, then GRPO from the warm start
+    with the outcome reward for `updates` updates and with the PRM's step rewards for half
+    as many (the value: the second's held-out pass@1 minus the first's)."""
+    import jaxrl
+
+    stages = entry.overrides
+    per_seed, details = [], []
+    for seed in range(entry.seeds):
+        with tempfile.TemporaryDirectory() as tmp:
+            sft_dir, prm_dir = pathlib.Path(tmp) / "sft", pathlib.Path(tmp) / "prm"
+            warm = jaxrl.train(
+                "sft", seed=seed, progress=False, run_dir=str(sft_dir), **stages["sft"]
+            ).summary
+            reward_model = jaxrl.train(
+                "prm",
+                model=str(sft_dir),
+                seed=seed,
+                progress=False,
+                run_dir=str(prm_dir),
+                **stages["prm"],
+            ).summary
+            detail = {
+                "seed": seed,
+                "sft_eval_accuracy": warm.get("eval_accuracy"),
+                "prm_eval_step_accuracy": reward_model.get("eval_step_accuracy"),
+                "prm_eval_solution_accuracy": reward_model.get("eval_solution_accuracy"),
+                "prm_train_seconds": reward_model.get("train_seconds"),
+            }
+            if "grpo" not in stages:
+                value = reward_model[entry.metric]
+            else:
+                grpo_config = jaxrl.make_config("grpo", None, **stages["grpo"])
+                per_update = grpo_config.num_prompts * grpo_config.group_size
+                common = dict(stages["grpo"], model=str(sft_dir), seed=seed, progress=False)
+                outcome = jaxrl.train(
+                    "grpo", total_steps=stages["updates"] * per_update, **common
+                ).summary
+                process = jaxrl.train(
+                    "grpo",
+                    total_steps=stages["updates"] // 2 * per_update,
+                    process_reward=str(prm_dir),
+                    **common,
+                ).summary
+                value = process["pass@1_after"] - outcome["pass@1_after"]
+                detail.update(
+                    {
+                        "pass@1_before": outcome.get("pass@1_before"),
+                        "outcome_pass@1_after": outcome["pass@1_after"],
+                        "process_pass@1_after_half": process["pass@1_after"],
+                        "grpo_train_seconds": [
+                            outcome.get("train_seconds"),
+                            process.get("train_seconds"),
+                        ],
+                    }
+                )
+        per_seed.append(float(value))
+        details.append(detail)
+        print(f"  seed {seed}: {value:+.4f}", flush=True)
+    return {"per_seed": per_seed, "details": details}
+
+
 def run_script(entry: registry.Entry) -> dict[str, Any]:
     """A speed result: the benchmark script, its whole JSON kept under `raw`."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -206,6 +269,7 @@ RUNNERS = {
     "env": run_env,
     "task": run_task,
     "lm_pipeline": run_lm_pipeline,
+    "prm_pipeline": run_prm_pipeline,
     "script": run_script,
     "pytest": run_pytest,
 }

@@ -31,6 +31,7 @@ _ALGORITHMS = {
     "ppo": "jaxrl.algorithms.ppo:PPO",
     "ppo-lm": "jaxrl.algorithms.ppo_lm:PPOLM",
     "pqn": "jaxrl.algorithms.pqn:PQN",
+    "prm": "jaxrl.algorithms.prm:PRM",
     "sac": "jaxrl.algorithms.sac:SAC",
     "sft": "jaxrl.algorithms.sft:SFT",
     "td3": "jaxrl.algorithms.td3:TD3",

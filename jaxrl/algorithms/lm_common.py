@@ -84,9 +84,10 @@ class LMConfig:
 
     # -- data
     task: str = "addition"
-    """Task: addition, multiply, countdown, strings, jsonl:PATH, or the multi-turn
-    addition_retry, guess, tool_multiply (with a calculator) and tool_lookup (with a
-    document search; see `jaxrl/tasks/`)."""
+    """Task: addition, addition_steps (column by column, with step labels), multiply,
+    countdown, strings, jsonl:PATH, or the multi-turn addition_retry, guess,
+    tool_multiply (with a calculator) and tool_lookup (with a document search; see
+    `jaxrl/tasks/`)."""
     digits: int = 3
     """Addition: digits of each operand (the difficulty knob)."""
     numbers: int = 3

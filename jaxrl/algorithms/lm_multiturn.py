@@ -319,8 +319,7 @@ class MultiTurnRollout(RolloutAlgorithm):
     reuse), excluded from checkpoints: every update starts it afresh.
     """
 
-    multi_turn = True
-    checkpoint_exclude = (*RolloutAlgorithm.checkpoint_exclude, "episode_cache")
+    multi_turn = True  # `episode_cache` is in RolloutAlgorithm.checkpoint_exclude
 
     def __init__(self, config: Any):
         super().__init__(config)

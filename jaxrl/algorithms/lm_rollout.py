@@ -53,6 +53,7 @@ from flax import struct
 
 from jaxrl import config as cfg
 from jaxrl import prng, tasks
+from jaxrl.algorithms import process_rewards
 from jaxrl.algorithms.lm_common import (
     LMAlgorithm,
     LMConfig,
@@ -75,8 +76,11 @@ from jaxrl.objectives import (
     aggregate_loss,
     entropy_bonus,
     high_entropy_mask,
+    implicit_prm_loss,
+    implicit_process_rewards,
     kl_estimate,
     kl_penalised_rewards,
+    masked_token_mean,
     overlong_penalty,
     policy_loss,
     rollout_metrics,
@@ -207,6 +211,25 @@ class LMRLConfig(LMConfig):
     """Fraction of the updates with a linear learning-rate warmup."""
     lr_schedule: str = "constant"
     """After warmup: "cosine" (to 0 at the last update) or "constant"."""
+    # -- process rewards (jaxrl/algorithms/process_rewards.py, jaxrl/objectives/process.py)
+    process_reward: str | None = None
+    """Step rewards beside the outcome: "verifier" (a step task's step labels), a PRM run
+    directory (`jaxrl train prm`), or "implicit" (PRIME's implicit PRM, trained online on
+    the outcome; Cui et al. 2025). None: the outcome alone."""
+    process_reward_weight: float = 0.2
+    """Weight of the process term: GRPO adds weight x the step advantages to the outcome's,
+    PPO-LM adds weight x the step rewards to the token rewards of its GAE (0.2: at 1 the
+    step advantages drown the outcome's and a PRM's errors steer the policy;
+    benchmarks/notes/2026-11-28-process-rewards.md)."""
+    process_reward_std: bool = True
+    """GRPO: divide the step rewards' deviations from their group mean by the group's std
+    (DeepSeekMath's process supervision); False: the deviations alone (Dr. GRPO's
+    correction, which keeps a PRM's small differences between good steps small)."""
+    implicit_prm_beta: float = 0.05
+    """PRIME: beta of the implicit process reward beta log(pi_phi / pi_ref) (PRIME's
+    recipe uses 0.05)."""
+    implicit_prm_lr: float = 1e-4
+    """PRIME: learning rate of the implicit PRM pi_phi (AdamW, the policy's schedule)."""
     # -- evaluation: pass@k on held-out prompts, sampled at `temperature`
     eval_samples: int = 8
     """Completions per held-out prompt for pass@k (k = 1 .. eval_samples)."""
@@ -278,6 +301,7 @@ class LMRLConfig(LMConfig):
             self.entropy_top_fraction,
             "in (0, 1] (1: train on every token)",
         )
+        self._validate_process_reward()
         rows = self.completions_per_update
         cfg.check(
             rows % (self.num_minibatches * self.micro_batches) == 0,
@@ -288,6 +312,41 @@ class LMRLConfig(LMConfig):
         )
         super().validate()
         return self
+
+    def _validate_process_reward(self) -> None:
+        """The process-reward fields; a PRM directory and the task's step verifier are
+        checked when the algorithm is built (`RolloutAlgorithm.__init__`)."""
+        source = self.process_reward
+        cfg.check(
+            source is None or (isinstance(source, str) and bool(source)),
+            "process_reward",
+            source,
+            f"None, {process_rewards.VERIFIER!r}, {process_rewards.IMPLICIT!r} or a PRM run "
+            "directory",
+        )
+        weight = self.process_reward_weight
+        cfg.check(
+            cfg.is_finite_number(weight) and weight >= 0,
+            "process_reward_weight",
+            weight,
+            "a finite number >= 0",
+        )
+        cfg.check_positive(self, "implicit_prm_beta", "implicit_prm_lr")
+        if source is None:
+            return
+        cfg.check(
+            not tasks.is_multi_turn(self.task),
+            "process_reward",
+            source,
+            f"None on the multi-turn task {self.task!r} (step rewards are for single-turn "
+            "step tasks)",
+        )
+        cfg.check(
+            source != process_rewards.IMPLICIT or self.lora_rank == 0,
+            "lora_rank",
+            self.lora_rank,
+            "0 with process_reward='implicit' (the implicit PRM is a full copy of the model)",
+        )
 
 
 @struct.dataclass
@@ -305,6 +364,8 @@ class PolicyState:
     # Multi-turn episodes with `reuse_kv_cache`: their KV cache between the turns of an
     # update (a `jaxrl.lm.KVCache`; `lm_multiturn.py`, not checkpointed); else None.
     episode_cache: Any = None
+    prm_params: Any = None  # process_reward="implicit": PRIME's implicit PRM pi_phi
+    prm_opt_state: Any = None
 
 
 class RolloutAlgorithm(LMAlgorithm):
@@ -315,7 +376,10 @@ class RolloutAlgorithm(LMAlgorithm):
     """
 
     progress_unit = "samples"
-    checkpoint_exclude = ("base_params", "ref_params")
+    # `episode_cache` (multi-turn episodes' KV cache, rebuilt every update; None on a
+    # single-turn task) is never saved: left out, a checkpoint's tree stays the one of
+    # runs made before the field existed.
+    checkpoint_exclude = ("base_params", "ref_params", "episode_cache")
     batch_field = "num_prompts"
     multi_turn = False  # True for an algorithm that plays the episodes of multi-turn tasks
 
@@ -352,6 +416,20 @@ class RolloutAlgorithm(LMAlgorithm):
                 f"max_new_tokens={self.max_new_tokens}"
             )
         self.uses_reference = c.kl_coef > 0
+        self.implicit_prm = c.process_reward == process_rewards.IMPLICIT
+        if not self.implicit_prm:
+            # The implicit PRM's fields are None then: left out of checkpoints, whose tree
+            # stays the one of runs made before the fields existed (they still resume).
+            self.checkpoint_exclude = (*self.checkpoint_exclude, "prm_params", "prm_opt_state")
+        self.step_rewards = None  # the host source of step rewards (verifier or PRM)
+        if c.process_reward is not None and not self.implicit_prm:
+            self.step_rewards = process_rewards.StepRewards(
+                c.process_reward,
+                self.task,
+                self.tokenizer,
+                self.prompt_len + self.max_new_tokens + 1,  # a PRM's rows add an eos
+                c.dtype,
+            )
         self.clock = SamplingClock()
 
     def _longest_prompt_and_answer(self) -> tuple[int, int]:
@@ -365,15 +443,22 @@ class RolloutAlgorithm(LMAlgorithm):
     # ------------------------------------------------------------------ the policy
     def init_policy(self, key: jax.Array, hparams: Any, params: Any = None) -> dict[str, Any]:
         """The state fields of the policy: from `params` (a warm start, normally an SFT
-        run) or from `key`; with a KL term and no LoRA, a frozen copy of it as the
-        reference. `{params, opt_state, key, update_step, hparams, base_params,
-        ref_params}`."""
+        run) or from `key`; with a KL term or PRIME's implicit PRM and no LoRA, a frozen
+        copy of it as the reference. `{params, opt_state, key, update_step, hparams,
+        base_params, ref_params}`, and with the implicit PRM `prm_params` (a copy of the
+        start, as PRIME initialises its PRM from the SFT model) and `prm_opt_state`."""
         key, k_model = jax.random.split(key)
         trainable, frozen = self.init_model(k_model, params)
         reference = None
-        if self.uses_reference and self.lora is None:
+        if (self.uses_reference or self.implicit_prm) and self.lora is None:
             reference = jax.tree.map(jnp.copy, trainable)
+        if self.implicit_prm:
+            prm = jax.tree.map(jnp.copy, trainable)
+            implicit = dict(prm_params=prm, prm_opt_state=self.optimizer(hparams, 1.0).init(prm))
+        else:
+            implicit = {}
         return dict(
+            **implicit,
             params=trainable,
             opt_state=self.optimizer(hparams, 1.0).init(trainable),
             key=key,
@@ -568,6 +653,17 @@ class RolloutAlgorithm(LMAlgorithm):
             if name in collected
         }
         batch["rewards"] = rewards[rows]
+        if self.step_rewards is not None:
+            batch.update(
+                self.step_rewards.token_rewards(
+                    [grouped_examples[r] for r in rows],
+                    [texts[r] for r in rows],
+                    collected["tokens"][rows, self.prompt_len :],
+                    collected["completion_mask"][rows],
+                )
+            )
+        if self.implicit_prm:
+            batch["outcome_labels"] = correct[rows]
         lengths = collected["lengths"][rows]
         kept_rewards = rewards[rows].reshape(-1, g)
         stats = {
@@ -581,6 +677,9 @@ class RolloutAlgorithm(LMAlgorithm):
             "reward_failures": float(sum(scores.failures.values())),
             "sampled_accuracy": float(correct.mean()),
         }
+        if self.step_rewards is not None:
+            ends = batch["step_ends"] > 0
+            stats["process_reward_mean"] = float(batch["process_rewards"][ends].mean())
         return batch, stats
 
     # ------------------------------------------------------------------ phase 3: pieces of learn
@@ -593,6 +692,67 @@ class RolloutAlgorithm(LMAlgorithm):
         return kl_penalised_rewards(
             token_rewards, batch["old_logp"], batch["ref_logp"], cmask, c.kl, state.hparams.kl_coef
         )
+
+    def process_token_rewards(
+        self, state: Any, batch: dict[str, jax.Array], cmask: jax.Array
+    ) -> tuple[Any, jax.Array, jax.Array, dict[str, jax.Array]]:
+        """`(state, process_rewards, step_ends, metrics)` with `process_reward` set: the
+        host's step rewards at step-end tokens (verifier or PRM), or PRIME's implicit
+        rewards at every completion token (`implicit_prm_rewards`, which trains pi_phi
+        and so returns a new state)."""
+        if not self.implicit_prm:
+            return state, batch["process_rewards"], batch["step_ends"], {}
+        state, rewards, metrics = self.implicit_prm_rewards(state, batch, cmask)
+        return state, rewards, cmask, metrics
+
+    def implicit_prm_rewards(
+        self, state: Any, batch: dict[str, jax.Array], cmask: jax.Array
+    ) -> tuple[Any, jax.Array, dict[str, jax.Array]]:
+        """PRIME (Cui et al. 2025): one AdamW step of the implicit PRM pi_phi on this
+        update's completions with their outcome labels (`implicit_prm_loss`, the mean over
+        completions, accumulated over `micro_batches`), then the process reward of every
+        token under the updated pi_phi, beta log(pi_phi / pi_ref)
+        (`implicit_process_rewards`; pi_ref the frozen start). Returns the state with
+        the new pi_phi, the (rows, completion length) rewards and metrics."""
+        c = self.config
+        tokens, mask = batch["tokens"], batch["mask"]
+        ref_logp = batch.get("ref_logp")  # the reference's, when a KL term re-scored it
+        if ref_logp is None:
+            ref_logp = self.completion_logprobs(self.reference_params(state), tokens, mask)
+        ref_logp = jax.lax.stop_gradient(ref_logp)
+        rows = tokens.shape[0]
+        data = {
+            "tokens": tokens,
+            "mask": mask,
+            "completion_mask": cmask,
+            "ref_logp": ref_logp,
+            "labels": batch["outcome_labels"],
+        }
+
+        def loss(prm_params, context, piece):
+            del context
+            logp = self.completion_logprobs(prm_params, piece["tokens"], piece["mask"])
+            per_row = implicit_prm_loss(
+                logp,
+                piece["ref_logp"],
+                piece["completion_mask"],
+                piece["labels"],
+                c.implicit_prm_beta,
+            )
+            value = jnp.sum(per_row) / rows  # the whole batch's mean: slices add up
+            return value, {"implicit_prm_loss": value}
+
+        grads, metrics = self.accumulated_gradient(
+            loss, state.prm_params, None, data, c.micro_batches
+        )
+        hp = state.hparams.replace(lr=jnp.asarray(c.implicit_prm_lr, jnp.float32))
+        prm_params, prm_opt_state, _ = self.adamw_step(
+            state.prm_params, state.prm_opt_state, grads, hp, self.lr_scale(state.update_step)
+        )
+        logp = jax.lax.stop_gradient(self.completion_logprobs(prm_params, tokens, mask))
+        rewards = implicit_process_rewards(logp, ref_logp, cmask, c.implicit_prm_beta)
+        metrics["implicit_reward_mean"] = masked_token_mean(rewards, cmask)
+        return state.replace(prm_params=prm_params, prm_opt_state=prm_opt_state), rewards, metrics
 
     def loss_mask(self, batch: dict[str, jax.Array], cmask: jax.Array) -> jax.Array:
         """The tokens the policy loss trains on: every completion token, or with

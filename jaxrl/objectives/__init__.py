@@ -16,6 +16,9 @@ flags); config validation, CLI choices and error messages read the keys from the
 - `rollout_correction`: `ROLLOUT_CORRECTIONS` (`rollout_correction`: none, token_tis,
   seq_tis, token_mis, seq_mis, geo_mis), `rollout_weights`, `rollout_metrics`.
 - `shaping`: DAPO's `overlong_penalty`.
+- `process`: step rewards: `process_advantages` (GRPO's process supervision),
+  `with_process_rewards`, PRIME's `implicit_process_rewards` and `implicit_prm_loss`,
+  `binary_cross_entropy_with_logits` (a PRM's loss).
 - `value`: `explained_variance` of a critic.
 
 Conventions. Token arrays are `(batch, length)` float32, e.g. the `(B, T-1)` log-probs
@@ -56,6 +59,13 @@ from .aggregation import LOSS_AGGREGATIONS, aggregate_loss, loss_normaliser, mas
 from .entropy import entropy_bonus, high_entropy_mask
 from .kl import KL_ESTIMATORS, kl_estimate, kl_penalised_rewards
 from .policy_losses import POLICY_LOSSES, cispo, clipped_surrogate, gspo, policy_loss, validate_clip
+from .process import (
+    binary_cross_entropy_with_logits,
+    implicit_prm_loss,
+    implicit_process_rewards,
+    process_advantages,
+    with_process_rewards,
+)
 from .registry import Registry
 from .rollout_correction import (
     ROLLOUT_CORRECTIONS,
@@ -76,6 +86,7 @@ __all__ = [
     "ROLLOUT_CORRECTIONS",
     "Registry",
     "aggregate_loss",
+    "binary_cross_entropy_with_logits",
     "cispo",
     "clipped_surrogate",
     "compute_advantages",
@@ -87,6 +98,8 @@ __all__ = [
     "grpo_advantages",
     "gspo",
     "high_entropy_mask",
+    "implicit_prm_loss",
+    "implicit_process_rewards",
     "kl_estimate",
     "kl_penalised_rewards",
     "loss_normaliser",
@@ -96,6 +109,7 @@ __all__ = [
     "outcome_token_rewards",
     "overlong_penalty",
     "policy_loss",
+    "process_advantages",
     "reinforce_pp_advantages",
     "reward_to_go",
     "rloo_advantages",
@@ -107,5 +121,6 @@ __all__ = [
     "validate_advantage",
     "validate_clip",
     "validate_rollout_correction",
+    "with_process_rewards",
     "zero_advantage_group_fraction",
 ]

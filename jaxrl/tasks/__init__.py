@@ -10,6 +10,9 @@ Adding a task: write `jaxrl/tasks/<name>.py` with a `Task` subclass, a `KNOBS` d
 its keyword options and their defaults, and `make(arg, **knobs)`; add one line to
 `_TASKS` below.
 
+Step tasks (`base.StepTask`, e.g. `addition_steps`) write their answers in steps and
+label each step with a verifier: the data of process reward models.
+
 Multi-turn tasks (`multiturn.MultiTurnTask`: the model and an environment take turns,
 with turn-level rewards) are tasks too; their module sets `MULTI_TURN = True`, which
 `is_multi_turn` reads, so an algorithm can tell before it builds one.
@@ -23,11 +26,12 @@ from typing import Any
 
 from jaxrl.config import ConfigError
 
-from .base import BASE_ALPHABET, Example, Task, exact_match
+from .base import BASE_ALPHABET, Example, StepExample, StepTask, Task, exact_match
 
 _TASKS = {
     "addition": "jaxrl.tasks.addition",
     "addition_retry": "jaxrl.tasks.multiturn",
+    "addition_steps": "jaxrl.tasks.addition_steps",
     "countdown": "jaxrl.tasks.countdown",
     "guess": "jaxrl.tasks.guess",
     "jsonl": "jaxrl.tasks.jsonl",
@@ -88,6 +92,8 @@ def make_task(spec: str, **options: Any) -> Task:
 __all__ = [
     "BASE_ALPHABET",
     "Example",
+    "StepExample",
+    "StepTask",
     "Task",
     "exact_match",
     "is_multi_turn",

@@ -7,8 +7,13 @@ a prompt with. `is_correct` decides whether a model's completion answers a promp
 here it is exact match after stripping whitespace, the check SFT evaluates with and the
 first reward the GRPO issue builds on.
 
+A `StepTask` is a task whose answers are written in steps (split by a separator) and
+whose verifier labels each step correct or not: the data of a process reward model
+(`jaxrl train prm`) and the `verifier` source of process rewards in GRPO and PPO-LM.
+
 What does not live here: tokenization and padding (the algorithm's data loader does
-that), and the concrete tasks (one module each: `addition.py`, `jsonl.py`).
+that), and the concrete tasks (one module each: `addition.py`, `jsonl.py`,
+`addition_steps.py`).
 """
 
 from __future__ import annotations
@@ -70,3 +75,52 @@ class Task(abc.ABC):
     def is_correct(self, completion: str, answer: str) -> bool:
         """Whether `completion` answers correctly; exact match after stripping."""
         return exact_match(completion, answer)
+
+
+class StepExample(NamedTuple):
+    """A prompt, a solution written as steps, and each step's label (True: correct).
+
+    The PRM trains on these (Lightman et al. 2023, "Let's verify step by step": one binary
+    label per step); `solution` joins the steps with the task's separator."""
+
+    prompt: str
+    steps: tuple[str, ...]
+    labels: tuple[bool, ...]
+
+
+class StepTask(Task):
+    """A task whose completions are steps joined by `separator`, with a step verifier.
+
+    Subclasses implement `step_labels` (the verifier) and `labelled_solutions` (correct
+    and corrupted solutions with their labels: the training data of a PRM); splitting and
+    joining are here. The separator must not be whitespace (completions are stripped) and
+    must not occur inside a step.
+    """
+
+    separator: str = ";"
+
+    def split_steps(self, completion: str) -> list[str]:
+        """The steps of `completion`: its text (stripped) split at every separator; an
+        empty completion is one empty step."""
+        return completion.strip().split(self.separator)
+
+    def join_steps(self, steps: Sequence[str]) -> str:
+        """The completion that writes `steps`."""
+        return self.separator.join(steps)
+
+    @abc.abstractmethod
+    def step_labels(self, completion: str, example: Example) -> list[bool]:
+        """One verdict per step of `completion` (`split_steps`) as an answer to `example`."""
+
+    @abc.abstractmethod
+    def labelled_solutions(
+        self, rng: np.random.Generator, examples: Sequence[Example], corrupt_fraction: float
+    ) -> list[StepExample]:
+        """A solution of each example with its step labels: the reference with probability
+        `1 - corrupt_fraction`, else a corrupted one, all drawn with `rng`."""
+
+    def prm_eval_examples(self, corrupt_fraction: float = 0.5) -> list[StepExample]:
+        """Labelled solutions of the held-out prompts, fixed by the task's split: the
+        held-out set of a process reward model."""
+        rng = np.random.default_rng(getattr(self, "split_seed", 0) + 1)
+        return self.labelled_solutions(rng, self.eval_examples(), corrupt_fraction)

@@ -16,8 +16,8 @@ from jaxrl.tasks import BASE_ALPHABET, Example, exact_match, knobs, make_task, n
 def test_unknown_task_lists_the_available_ones():
     with pytest.raises(
         ConfigError,
-        match=r"task='nosuch'.*available: addition, addition_retry, countdown, guess, "
-        r"jsonl:PATH, multiply, strings, tool_lookup, tool_multiply",
+        match=r"task='nosuch'.*available: addition, addition_retry, addition_steps, countdown, "
+        r"guess, jsonl:PATH, multiply, strings, tool_lookup, tool_multiply",
     ):
         make_task("nosuch")
 
@@ -33,6 +33,7 @@ def test_registry_names_and_knobs():
     assert names() == [
         "addition",
         "addition_retry",
+        "addition_steps",
         "countdown",
         "guess",
         "jsonl",

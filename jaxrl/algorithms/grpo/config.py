@@ -63,6 +63,12 @@ class GRPOConfig(LMRLConfig):
             weight,
             f"0 on the single-turn task {self.task!r} (step-level credit needs turns)",
         )
+        cfg.check(
+            self.process_reward is None or self.group_size >= 2,
+            "group_size",
+            self.group_size,
+            ">= 2 with process_reward (step rewards are normalised over a prompt's group)",
+        )
         super().validate()
         return self
 

@@ -7,7 +7,11 @@ multi-turn GRPO (`multiturn.py`).
      reward on its last token), minus the KL penalty with `kl_in_reward`;
   2. advantages by the `advantage` estimator (`jaxrl.objectives.compute_advantages`),
      plus, on a multi-turn task with `step_advantage_weight`, GiGPO's step-level ones
-     (`step_group_advantages`: turns grouped by the context they start from);
+     (`step_group_advantages`: turns grouped by the context they start from), plus,
+     with `process_reward`, `process_reward_weight` x DeepSeekMath's process-supervision
+     advantages of the step rewards (`process_advantages`: each step reward normalised
+     over all step rewards of the prompt's group, summed over the token's step and the
+     later ones);
   3. `num_epochs` x `num_minibatches` AdamW steps of the policy objective
      (`RolloutAlgorithm.policy_objective`: policy loss + KL + entropy, aggregated by
      `loss_agg`), each minibatch's gradient accumulated over `micro_batches` slices
@@ -31,6 +35,7 @@ from jaxrl.algorithms.lm_rollout import PolicyState, RolloutAlgorithm
 from jaxrl.objectives import (
     compute_advantages,
     loss_normaliser,
+    process_advantages,
     step_group_advantages,
     turn_token_advantages,
 )
@@ -62,6 +67,13 @@ def learn(
         )
         per_token = turn_token_advantages(steps, batch["turn_of_token"])
         advantages = advantages + c.step_advantage_weight * cmask * per_token
+    process_metrics = {}
+    if c.process_reward is not None:  # static: a config value
+        state, process, step_ends, process_metrics = algo.process_token_rewards(state, batch, cmask)
+        steps = process_advantages(
+            process, step_ends, cmask, c.group_size, scale_by_std=c.process_reward_std
+        )
+        advantages = advantages + c.process_reward_weight * steps
     data = {**batch, "advantages": advantages, "loss_mask": algo.loss_mask(batch, cmask)}
     lr_scale = algo.lr_scale(state.update_step)
 
@@ -81,6 +93,6 @@ def learn(
     key, (params, opt_state), metrics = algo.epochs_of_minibatches(
         state.key, data, (state.params, state.opt_state), minibatch_step
     )
-    metrics = algo.update_metrics(batch, cmask, metrics, hp, lr_scale)
+    metrics = algo.update_metrics(batch, cmask, {**process_metrics, **metrics}, hp, lr_scale)
     state = state.replace(params=params, opt_state=opt_state)
     return state.replace(key=key, update_step=state.update_step + 1), metrics

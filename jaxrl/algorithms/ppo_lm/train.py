@@ -8,7 +8,9 @@ export are the ones GRPO uses. Its own parts are the critic and `learn`:
   * advantages: the critic values every completion token's state, V(s_t) with s_t the
     prompt plus the completion before token t, then GAE (Schulman et al. 2016,
     `jaxrl.objectives.gae_advantages`) over the token rewards (the outcome reward on
-    the last completion token, minus the KL penalty with `kl_in_reward`), optionally
+    the last completion token, plus `process_reward_weight` x the step rewards on the
+    step-end tokens with `process_reward`, or PRIME's implicit reward on every token,
+    minus the KL penalty with `kl_in_reward`), optionally
     whitened over the update's tokens; the returns A + V are the value targets and V
     the clipping anchor.
   * the trained pytree is `{"policy", "critic"}`, each with its own AdamW (`lr`,
@@ -50,6 +52,7 @@ from jaxrl.objectives import (
     loss_normaliser,
     masked_token_mean,
     outcome_token_rewards,
+    with_process_rewards,
 )
 
 from .config import SWEEPABLE, PPOLMConfig
@@ -148,9 +151,18 @@ class PPOLM(RolloutAlgorithm):
 
     # ------------------------------------------------------------------ learning
     def learn(self, state: PPOLMState, batch: dict[str, jax.Array]) -> tuple[PPOLMState, dict]:
-        """`learn_from` with the outcome reward on each row's last completion token."""
+        """`learn_from` with the outcome reward on each row's last completion token, plus
+        `process_reward_weight` x the step rewards with `process_reward`."""
         cmask = batch["completion_mask"].astype(jnp.float32)
-        return self.learn_from(state, batch, outcome_token_rewards(batch["rewards"], cmask))
+        token_rewards = outcome_token_rewards(batch["rewards"], cmask)
+        process_metrics = {}
+        if self.config.process_reward is not None:  # static: step rewards into GAE
+            state, process, _, process_metrics = self.process_token_rewards(state, batch, cmask)
+            token_rewards = with_process_rewards(
+                token_rewards, process, self.config.process_reward_weight
+            )
+        state, metrics = self.learn_from(state, batch, token_rewards)
+        return state, {**process_metrics, **metrics}
 
     def learn_from(
         self, state: PPOLMState, batch: dict[str, jax.Array], token_rewards: jax.Array
