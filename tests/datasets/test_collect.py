@@ -60,6 +60,7 @@ def sac_run(tmp_path_factory):
     return run_dir
 
 
+@pytest.mark.slow  # trains a tiny SAC run (module fixture)
 def test_the_replay_buffer_becomes_a_medium_replay_dataset(sac_run):
     algo, data = collect.from_replay(str(sac_run))
     assert len(data) == 600 and data.episode_returns().shape == (3,)
@@ -69,6 +70,7 @@ def test_the_replay_buffer_becomes_a_medium_replay_dataset(sac_run):
     np.testing.assert_array_equal(data.rewards, np.asarray(state.replay.items.reward[0, :, 0]))
 
 
+@pytest.mark.slow  # trains a tiny SAC run (module fixture)
 def test_the_cli_collects_a_mixed_dataset_with_reference_returns(sac_run, tmp_path, capsys):
     out = tmp_path / "mixed.npz"
     argv = ["dataset", "collect", "--source", "random", "--source", str(sac_run)]
@@ -89,11 +91,13 @@ def test_the_cli_collects_a_mixed_dataset_with_reference_returns(sac_run, tmp_pa
     assert "--force" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # trains a tiny SAC run (module fixture)
 def test_sources_of_different_environments_are_refused(sac_run):
     with pytest.raises(ConfigError, match="a dataset is of one environment"):
         collect.collect(["random", str(sac_run)], 400, env_id="CartPole-v1")
 
 
+@pytest.mark.slow  # trains a tiny SAC run (module fixture)
 def test_an_expert_runs_deterministic_return_is_the_scores_100(sac_run):
     data = collect.collect(
         ["random"],
