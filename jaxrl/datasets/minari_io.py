@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pathlib
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -99,18 +100,26 @@ def write(
     """Creates the local Minari dataset `dataset_id` (e.g. `"pendulum/medium-replay-v0"`)
     from `data`; returns the `MinariDataset`."""
     minari = _minari()
+    from minari.data_collector import EpisodeBuffer
+
     refs = reference_returns(data.metadata)
-    with _root(root):
-        return minari.create_dataset_from_buffers(
+    buffers = [EpisodeBuffer(id=i, **episode) for i, episode in enumerate(episodes(data))]
+    # Minari warns about each unset provenance field (author, code permalink, ...).
+    with _root(root), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=UserWarning, module="minari")
+        dataset = minari.create_dataset_from_buffers(
             dataset_id=dataset_id,
-            buffer=episodes(data),
+            buffer=buffers,
             observation_space=gym_space(observation_space),
             action_space=gym_space(action_space),
-            ref_min_score=None if refs is None else refs[0],
-            ref_max_score=None if refs is None else refs[1],
             algorithm_name="jaxrl dataset collect",
             description=f"jaxrl dataset, sources {data.metadata.get('sources')}",
         )
+        if refs is not None:
+            # Minari records reference scores itself only when it can make the environment
+            # with gymnasium (jaxrl's are not registered there): written afterwards.
+            dataset.storage.update_metadata({"ref_min_score": refs[0], "ref_max_score": refs[1]})
+    return dataset
 
 
 def read(
