@@ -277,6 +277,7 @@ def test_discrete_cql_trains_on_discrete_data_and_refuses_continuous(cartpole_pa
         cql.DiscreteCQL.make(pendulum)
 
 
+@pytest.mark.slow  # a run, an evaluation and a plot (~20 s)
 def test_cli_train_eval_and_plot_report_normalised_scores(dataset_path, tmp_path, capsys):
     run_dir = tmp_path / "run"
     argv = ["train", "td3-bc", "--env", "Pendulum-v1", "--dataset", dataset_path]
