@@ -31,6 +31,7 @@ FILES = (
     "docs/lm.md",
     "docs/ARCHITECTURE.md",
     "docs/lm_sampling.md",
+    "docs/offline.md",
 )
 
 
