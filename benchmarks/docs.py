@@ -33,6 +33,7 @@ FILES = (
     "docs/lm_sampling.md",
     "docs/plan.md",
     "docs/distributed.md",
+    "docs/offline.md",
 )
 
 
@@ -44,7 +45,7 @@ def load(name: str) -> dict[str, Any] | None:
 
 def number(x: float, unit: str = "return") -> str:
     """A value at the precision its scale deserves (accuracies to 3 decimals)."""
-    if unit != "return":
+    if unit not in ("return", "score"):
         return f"{x:+.3f}" if "gain" in unit else f"{x:.3f}"
     if abs(x) >= 100:
         return f"{x:.0f}"
@@ -149,6 +150,30 @@ TRAIN_ROWS: tuple[tuple[str, str, str, str, list[str]], ...] = (
         ["sac_pendulum"],
     ),
     ("TD3", "`jaxrl train td3 --env ENV`", "continuous (Box) actions", "fused", ["td3_pendulum"]),
+    (
+        "Offline RL: IQL, TD3+BC, CQL (continuous and discrete), SAC-N/EDAC, ReBRAC "
+        "(datasets from runs and replay buffers; D4RL-normalised scores; docs/offline.md)",
+        "`jaxrl train iql --env ENV --dataset DATA.npz`",
+        "datasets (`jaxrl dataset collect`) of continuous-action environments; "
+        "discrete ones for `cql-discrete`",
+        "fused",
+        [
+            "iql_pendulum_medium_replay",
+            "td3_bc_pendulum_medium_replay",
+            "cql_pendulum_medium_replay",
+            "sac_n_pendulum_medium_replay",
+            "rebrac_pendulum_medium_replay",
+            "cql_discrete_breakout_replay",
+        ],
+    ),
+    (
+        "Offline-to-online: RLPD (symmetric sampling of offline and online data, LayerNorm "
+        "critics, high update-to-data ratio; `--init-from` an offline run)",
+        "`jaxrl train rlpd --env ENV --dataset DATA.npz`",
+        "continuous (Box) actions",
+        "fused",
+        ["rlpd_pendulum_medium_replay"],
+    ),
     (
         "Dreamer (DreamerV3-style world model; `--backbone gru\\|transformer\\|ssm`)",
         "`jaxrl train dreamer --env ENV`",
@@ -585,7 +610,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     **{
         f"learning-{family}": (lambda family=family: learning_table(_family_names(family)))
         for family in ("ppo", "pqn", "dqn", "c51", "sac", "td3", "dreamer")
-        + ("sft", "dpo", "grpo", "ppo-lm", "prm")
+        + ("sft", "dpo", "grpo", "ppo-lm", "prm", "offline")
     },
 }
 

@@ -99,6 +99,33 @@ def _env(
     )
 
 
+def _offline(name: str, algorithm: str, env: str, seeds: int, minutes: float, tier: Tier) -> Entry:
+    """An offline learner on a generated dataset (`overrides["dataset"]` names the recipe
+    of benchmarks/offline_datasets.py, which benchmarks/reproduce.py's "offline" runner
+    writes first): the final evaluation's D4RL-normalised score per seed."""
+    return Entry(
+        name=name,
+        kind="learning",
+        tier=tier,
+        measures=f"{algorithm} on {env} medium-replay (benchmarks/offline_datasets.py): "
+        "normalised score (0 random, 100 the SAC expert) of 10 final evaluation episodes, "
+        "per seed",
+        command="python -m benchmarks.offline_datasets data --expert && jaxrl train "
+        f"{algorithm} --env {env} --dataset data/pendulum_medium_replay.npz --num-seeds {seeds}",
+        minutes=minutes,
+        runner="offline",
+        algorithm=algorithm,
+        env=env,
+        seeds=seeds,
+        overrides={"dataset": "pendulum_medium_replay"},
+        metric="final_eval_normalized_score_per_agent",
+        unit="score",
+        test="test_offline_learning.py" if algorithm in ("iql", "td3-bc", "rebrac") else None,
+        family="offline",
+        label=f"{env.removesuffix('-v1')} medium-replay",
+    )
+
+
 def _speed(name: str, script: str, family: str | None, peer: str, measures: str) -> Entry:
     return Entry(
         name=name,
@@ -172,6 +199,42 @@ ENTRIES: tuple[Entry, ...] = (
     # --- continuous off-policy: the preset (12k steps)
     _env("sac_pendulum", "sac", "Pendulum-v1", 5, 1.5, "ci", "test_continuous_learning.py"),
     _env("td3_pendulum", "td3", "Pendulum-v1", 5, 1.5, "ci", "test_continuous_learning.py"),
+    # --- offline: the Pendulum preset on the medium-replay dataset of
+    # benchmarks/offline_datasets.py (SAC stopped at 4k steps; SAC's full preset the expert)
+    *(
+        _offline(f"{name}_pendulum_medium_replay", algorithm, "Pendulum-v1", 5, minutes, tier)
+        for name, algorithm, minutes, tier in (
+            ("iql", "iql", 4, "ci"),
+            ("td3_bc", "td3-bc", 4, "ci"),
+            ("rebrac", "rebrac", 5, "ci"),
+            # CQL samples 30 actions per state and SAC-N runs 5 critics: far slower here.
+            ("cql", "cql", 60, "full"),
+            ("sac_n", "sac-n", 20, "full"),
+        )
+    ),
+    dataclasses.replace(
+        _offline("cql_discrete_breakout_replay", "cql-discrete", "Breakout-MinAtar", 5, 60, "full"),
+        measures="cql-discrete on Breakout-MinAtar, the replay buffer of a DQN run "
+        "(benchmarks/offline_datasets.py): normalised score (0 random, 100 the DQN run's "
+        "greedy policy) of 10 final evaluation episodes, per seed",
+        command="python -m benchmarks.offline_datasets data --expert && jaxrl train "
+        "cql-discrete --env Breakout-MinAtar --dataset data/breakout_dqn_replay.npz "
+        "--num-seeds 5",
+        overrides={"dataset": "breakout_dqn_replay"},
+        test=None,
+        label="Breakout-MinAtar, DQN replay",
+    ),
+    dataclasses.replace(
+        _offline("rlpd_pendulum_medium_replay", "rlpd", "Pendulum-v1", 5, 4, "ci"),
+        measures="rlpd on Pendulum-v1 online with the medium-replay dataset "
+        "(benchmarks/offline_datasets.py) mixed into every batch, half SAC's preset "
+        "environment steps: final return (episodes ending in the last 10% of updates), "
+        "per seed, against sac_pendulum",
+        metric="final_return_per_agent",
+        unit="return",
+        test="test_rlpd.py",
+        label="Pendulum, online + medium-replay",
+    ),
     # --- Dreamer: presets (100k CartPole; 150k steps, size xs, on MinAtar); 3 seeds, one
     # run takes over 30 minutes here
     *(

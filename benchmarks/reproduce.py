@@ -265,8 +265,38 @@ def run_pytest(entry: registry.Entry) -> dict[str, Any]:
     return {"per_seed": [seconds], "details": {"exit_code": done.returncode}}
 
 
+def run_offline(entry: registry.Entry) -> dict[str, Any]:
+    """An offline learning result: the dataset's recipe (benchmarks/offline_datasets.py,
+    its behaviour and expert runs trained here), then every seed in one program."""
+    import jaxrl
+    from benchmarks import offline_datasets
+
+    overrides = dict(entry.overrides)
+    recipe = getattr(offline_datasets, overrides.pop("dataset"))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = recipe(tmp, expert=True)
+        summary = jaxrl.train(
+            entry.algorithm,
+            env=entry.env,
+            dataset=str(path),
+            num_seeds=entry.seeds,
+            seed=0,
+            progress=False,
+            **overrides,
+        ).summary
+    keep = ("steps_per_second", "compile_seconds", "final_eval_returns_per_agent")
+    keep += tuple(k for k in summary if k.startswith(("dataset_", "final_return")))
+    return {
+        "per_seed": [float(x) for x in summary[entry.metric]],
+        "details": {k: summary.get(k) for k in keep},
+        "canary_note": "no canary yet: an offline learner's tiny run needs a dataset file, "
+        "which benchmarks/canaries.py's static configurations cannot name",
+    }
+
+
 RUNNERS = {
     "env": run_env,
+    "offline": run_offline,
     "task": run_task,
     "lm_pipeline": run_lm_pipeline,
     "prm_pipeline": run_prm_pipeline,

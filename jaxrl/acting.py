@@ -83,6 +83,15 @@ def to_box(action: jax.Array, space: Any) -> jax.Array:
     return low + 0.5 * (action + 1.0) * (high - low)
 
 
+def from_box(action: jax.Array, space: Any) -> jax.Array:
+    """`2 (action - low) / (high - low) - 1`: a Box space's actions onto [-1, 1]^d, the
+    inverse of `to_box` (offline datasets store the environment's actions; the
+    continuous-control learners work in the normalised box)."""
+    low = jnp.asarray(np.asarray(space.low), jnp.float32)
+    high = jnp.asarray(np.asarray(space.high), jnp.float32)
+    return 2.0 * (jnp.asarray(action, jnp.float32) - low) / (high - low) - 1.0
+
+
 # --------------------------------------------------------------------------- episode statistics
 
 

@@ -6,6 +6,8 @@ jaxrl train sft --task addition          train a language model
 jaxrl eval RUN_DIR                       evaluate a run's latest checkpoint
 jaxrl plan grpo --topology v5e:4x4 ...    compile the steps for a TPU slice: fits?
 jaxrl plot RUN_DIR... [--kind iqm]       learning curves; IQMs with intervals; profiles
+jaxrl dataset collect --source RUN_DIR   an offline dataset from runs (docs/offline.md)
+jaxrl train iql --dataset DATA.npz       train an offline learner on it
 
 Expected errors (a bad flag, a missing file or optional dependency) print one
 `jaxrl: error: ...` line and exit with status 2; anything unexpected prints one
@@ -260,12 +262,67 @@ def _build_parser(argv: Sequence[str] = ()) -> _Parser:
     )
     p_plot.add_argument("--force", action="store_true", help="overwrite an existing --output")
     p_plot.set_defaults(handler=_cmd_plot)
+
+    p_dataset = sub.add_parser("dataset", help="collect and inspect offline datasets")
+    dataset_sub = p_dataset.add_subparsers(title="dataset commands")
+    p_collect = dataset_sub.add_parser(
+        "collect",
+        help="write a dataset from trained runs, random actions or a replay buffer",
+        description="Collects transitions into a dataset file (.npz) for the offline "
+        "learners (iql, td3-bc). Sources, concatenated in order: `random` (uniform "
+        "actions), a run directory (its policy acting stochastically: a run stopped "
+        "early gives a medium dataset, a finished one an expert dataset) or "
+        "replay:RUN_DIR (an off-policy run's replay buffer: medium-replay). Records the "
+        "behaviour returns and the reference returns of the normalised score. See "
+        "docs/offline.md.",
+    )
+    p_collect.add_argument(
+        "--source",
+        action="append",
+        required=True,
+        help="random, RUN_DIR or replay:RUN_DIR; repeat for a mixed dataset",
+    )
+    p_collect.add_argument("-o", "--output", required=True, help="the dataset file (.npz)")
+    p_collect.add_argument("--env", help="environment id (default: the runs')")
+    p_collect.add_argument(
+        "--steps",
+        type=_positive_int,
+        default=10_000,
+        help="environment steps per policy source, all environments (default: %(default)s)",
+    )
+    p_collect.add_argument(
+        "--num-envs", type=_positive_int, default=1, help="environments stepped in parallel"
+    )
+    p_collect.add_argument("--seed", type=int, default=0, help="seed (default: %(default)s)")
+    p_collect.add_argument("--agent", type=int, default=0, help="which agent of the runs acts")
+    p_collect.add_argument(
+        "--expert", help="a run directory whose deterministic return is the score's 100"
+    )
+    p_collect.add_argument("--expert-return", type=float, help="the score's 100 as a number")
+    p_collect.add_argument(
+        "--random-return",
+        type=float,
+        help="the score's 0 (default: the mean return of random episodes)",
+    )
+    p_collect.add_argument(
+        "--reference-episodes",
+        type=_positive_int,
+        default=10,
+        help="episodes that measure the reference returns (default: %(default)s)",
+    )
+    p_collect.add_argument("--force", action="store_true", help="overwrite an existing --output")
+    p_collect.set_defaults(handler=_cmd_dataset_collect)
+    p_info = dataset_sub.add_parser("info", help="size, episodes and returns of a dataset")
+    p_info.add_argument("path", help="a dataset file (.npz)")
+    p_info.set_defaults(handler=_cmd_dataset_info)
     parser.command_parsers = {
         _cmd_envs: p_envs,
         _cmd_train: p_train,
         _cmd_plan: p_plan,
         _cmd_eval: p_eval,
         _cmd_plot: p_plot,
+        _cmd_dataset_collect: p_collect,
+        _cmd_dataset_info: p_info,
     }
     return parser
 
@@ -735,6 +792,12 @@ def _eval_report(
         **aggregate(per_agent, grid, resolved["run"]["num_seeds"], name),
         f"{name}_per_agent": [float(x) for x in per_agent],
     }
+    for other in algorithm.eval_extra:  # e.g. an offline run's normalized_score
+        if other in result:
+            extra = np.asarray(result[other], np.float64)
+            per = extra.mean(axis=1) if per_episode else extra.reshape(-1)
+            report.update(aggregate(per, grid, resolved["run"]["num_seeds"], other))
+            report[f"{other}_per_agent"] = [float(x) for x in per]
     report["episodes_per_agent" if per_episode else "examples_per_agent"] = count
     return report
 
@@ -750,6 +813,42 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         )
     plot_runs(args.run_dirs, str(output), metric=args.metric, kind=args.kind)
     print(f"wrote {output}")
+    return 0
+
+
+def _cmd_dataset_collect(args: argparse.Namespace) -> int:
+    from jaxrl import datasets
+    from jaxrl.datasets import collect
+
+    output = pathlib.Path(args.output)
+    if output.suffix != ".npz":
+        raise cfg.ConfigError(f"invalid --output={args.output!r}: must end in .npz")
+    if output.exists() and not args.force:
+        raise cfg.ConfigError(
+            f"invalid --output={args.output!r}: it exists; pass --force to replace it"
+        )
+    data = collect.collect(
+        args.source,
+        args.steps,
+        env_id=args.env,
+        num_envs=args.num_envs,
+        seed=args.seed,
+        agent=args.agent,
+        expert=args.expert,
+        expert_return=args.expert_return,
+        random_return=args.random_return,
+        reference_episodes=args.reference_episodes,
+    )
+    datasets.save(data, output)
+    print(json.dumps({"path": str(output), **datasets.summary(data)}))
+    return 0
+
+
+def _cmd_dataset_info(args: argparse.Namespace) -> int:
+    from jaxrl import datasets
+
+    data = datasets.load(args.path)
+    print(json.dumps({**dict(data.metadata), **datasets.summary(data)}))
     return 0
 
 

@@ -40,31 +40,49 @@ def run_episodes(
     policy acts with its mode unless `deterministic=False`. Rewards after an episode's
     end are not counted.
     """
-    max_steps = int(env_params.max_steps_in_episode)
 
     def one_agent(agent_state, key):
-        k_reset, k_run = jax.random.split(key)
-        obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(
-            jax.random.split(k_reset, num_episodes), env_params
+        return agent_episodes(
+            env, env_params, act, initial_carry, agent_state, key, num_episodes, deterministic
         )
-        zeros = jnp.zeros((num_episodes,), jnp.float32)
-        finished = jnp.zeros((num_episodes,), bool)
-        init = (obs, env_state, initial_carry(num_episodes), ~finished, zeros, finished)
-
-        def step(c, key):
-            obs, env_state, carry, reset, total, finished = c
-            k_act, k_env = jax.random.split(key)
-            action, carry = act(agent_state, obs, carry, reset, k_act, deterministic)
-            obs, env_state, reward, term, trunc, _ = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
-                jax.random.split(k_env, num_episodes), env_state, action, env_params
-            )
-            total = total + jnp.where(finished, 0.0, reward)
-            done = jnp.logical_or(term, trunc)
-            return (obs, env_state, carry, done, total, finished | done), None
-
-        final, _ = jax.lax.scan(step, init, jax.random.split(k_run, max_steps))
-        return final[4]
 
     num_agents = jax.tree.leaves(state.params)[0].shape[0]
     keys = jax.random.split(key, num_agents)
     return np.asarray(jax.jit(jax.vmap(one_agent))(state, keys))
+
+
+def agent_episodes(
+    env: Any,
+    env_params: Any,
+    act: ActFn,
+    initial_carry: Callable[[int], Any],
+    agent_state: Any,
+    key: jax.Array,
+    num_episodes: int,
+    deterministic: bool = True,
+) -> jax.Array:
+    """One agent's returns of `num_episodes` fresh episodes, shape (n,): pure and
+    traceable, so an algorithm can evaluate inside its compiled update (the offline
+    learners do, `jaxrl/algorithms/offline.py`). `run_episodes` vmaps it over agents."""
+    max_steps = int(env_params.max_steps_in_episode)
+    k_reset, k_run = jax.random.split(key)
+    obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(
+        jax.random.split(k_reset, num_episodes), env_params
+    )
+    zeros = jnp.zeros((num_episodes,), jnp.float32)
+    finished = jnp.zeros((num_episodes,), bool)
+    init = (obs, env_state, initial_carry(num_episodes), ~finished, zeros, finished)
+
+    def step(c, key):
+        obs, env_state, carry, reset, total, finished = c
+        k_act, k_env = jax.random.split(key)
+        action, carry = act(agent_state, obs, carry, reset, k_act, deterministic)
+        obs, env_state, reward, term, trunc, _ = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
+            jax.random.split(k_env, num_episodes), env_state, action, env_params
+        )
+        total = total + jnp.where(finished, 0.0, reward)
+        done = jnp.logical_or(term, trunc)
+        return (obs, env_state, carry, done, total, finished | done), None
+
+    final, _ = jax.lax.scan(step, init, jax.random.split(k_run, max_steps))
+    return final[4]

@@ -158,6 +158,8 @@ def curves_figure(run_dirs: Sequence[str | pathlib.Path], metric: str | None = N
             mean, std = _mean_std_over_seeds(values)
             (line,) = ax.plot(steps, mean, label=f"{label} (n={values.shape[1]})")
             ax.fill_between(steps, mean - std, mean + std, color=line.get_color(), alpha=0.2)
+    for label, value in _dataset_lines(run_dirs, metric or entry.headline_metric):
+        ax.axhline(value, color="gray", linestyle="--", linewidth=1, label=label)
     unit = entry.algorithm.progress_unit.replace("env_steps", "environment steps")
     ax.set_xlabel(f"{unit.replace('_', ' ')} (per agent)")
     ax.set_ylabel(metric_name)
@@ -166,6 +168,29 @@ def curves_figure(run_dirs: Sequence[str | pathlib.Path], metric: str | None = N
     ax.legend(fontsize=8, title="mean over n seeds, band: \u00b11 std", title_fontsize=8)
     fig.tight_layout()
     return fig
+
+
+# An offline run's summary.json field that a curve of the metric is read against.
+DATASET_FIELDS = {
+    "episode_return": "dataset_behaviour_return_mean",
+    "normalized_score": "dataset_behaviour_normalized_score",
+}
+
+
+def _dataset_lines(run_dirs: Sequence[str | pathlib.Path], metric: str) -> list[tuple[str, float]]:
+    """Offline runs: `(label, value)` of each dataset's behaviour mean (its return, or its
+    normalised score) from summary.json, once per dataset, for a dashed line."""
+    lines: dict[str, float] = {}
+    field = DATASET_FIELDS.get(metric)
+    for run_dir in run_dirs:
+        path = pathlib.Path(run_dir) / "summary.json"
+        if field is None or not path.exists():
+            continue
+        value = json.loads(path.read_text()).get(field)
+        if value is not None:
+            dataset = json.loads((pathlib.Path(run_dir) / "config.json").read_text())["config"]
+            lines.setdefault(f"dataset {pathlib.Path(dataset['dataset']).stem} (behaviour)", value)
+    return list(lines.items())
 
 
 def _nan_mean(values: np.ndarray, axis: int) -> np.ndarray:

@@ -24,17 +24,24 @@ from jaxrl.training.contract import Algorithm, declared
 _ALGORITHMS = {
     "a2c": "jaxrl.algorithms.a2c:A2C",
     "c51": "jaxrl.algorithms.c51:C51",
+    "cql": "jaxrl.algorithms.cql:CQL",
+    "cql-discrete": "jaxrl.algorithms.cql:DiscreteCQL",
     "dpo": "jaxrl.algorithms.dpo:DPO",
     "dqn": "jaxrl.algorithms.dqn:DQN",
     "dreamer": "jaxrl.algorithms.dreamer:Dreamer",
     "grpo": "jaxrl.algorithms.grpo:GRPO",
+    "iql": "jaxrl.algorithms.iql:IQL",
     "ppo": "jaxrl.algorithms.ppo:PPO",
     "ppo-lm": "jaxrl.algorithms.ppo_lm:PPOLM",
     "pqn": "jaxrl.algorithms.pqn:PQN",
     "prm": "jaxrl.algorithms.prm:PRM",
+    "rebrac": "jaxrl.algorithms.rebrac:ReBRAC",
+    "rlpd": "jaxrl.algorithms.rlpd:RLPD",
     "sac": "jaxrl.algorithms.sac:SAC",
+    "sac-n": "jaxrl.algorithms.sac_n:SACN",
     "sft": "jaxrl.algorithms.sft:SFT",
     "td3": "jaxrl.algorithms.td3:TD3",
+    "td3-bc": "jaxrl.algorithms.td3_bc:TD3BC",
 }
 
 

@@ -3,17 +3,23 @@
 * `ActorCriticConfig`: the fields both add to `OffPolicyConfig` (an Adam learning
   rate for the actor and one for the critics, actor-critic defaults for the replay
   fields); SAC's and TD3's configs subclass it.
-* `TwinQ`: two Q(s, a) critics run as one vmapped ensemble, `(obs, action) -> (2, B)`.
-* `clipped_double_q` and `twin_critic_loss`: the clipped double-Q estimate (Fujimoto
-  et al. 2018) and both critics' regression on one target.
+* `EnsembleQ` / `TwinQ`: N (two) Q(s, a) critics run as one vmapped ensemble,
+  `(obs, action) -> (N, B)`, optionally with LayerNorm (RLPD, ReBRAC).
+* The actors: `SquashedGaussianActor` (SAC; the offline learners that need a
+  stochastic policy with a tractable log-probability of its own samples) and
+  `DeterministicActor` (TD3, TD3+BC).
+* `clipped_double_q`, `twin_critic_loss` and `smoothed_target_action`: the clipped
+  double-Q estimate (Fujimoto et al. 2018), the critics' regression on one target,
+  and TD3's target policy smoothing.
 * The update plumbing: `adam` / `adam_update` (Adam with a traced learning rate),
   `critic_update` (one step of the twin critics), `where_due` (delayed updates),
   `init_actor_critic` (the `{"actor", "critic"}` parameters).
 * `ActorCriticAgent`: the `OffPolicy` base for agents that act in the normalised box
   [-1, 1]^d (`to_env_action` maps it onto the environment's bounds).
 
-SAC (`jaxrl/algorithms/sac/`) and TD3 (`jaxrl/algorithms/td3/`) build on these, not
-on each other; their actors and losses stay in their own packages.
+SAC (`jaxrl/algorithms/sac/`), TD3 (`jaxrl/algorithms/td3/`) and the offline learners
+(`jaxrl/algorithms/offline.py`: IQL, TD3+BC) build on these, not on each other; their
+losses stay in their own packages.
 """
 
 from __future__ import annotations
@@ -25,12 +31,15 @@ from typing import Any
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
+from flax import struct
 
 from jaxrl import config as cfg
 from jaxrl.acting import to_box
-from jaxrl.algorithms.offpolicy import OffPolicy, OffPolicyConfig
-from jaxrl.nn import MLP, Dense, flatten_obs, orthogonal
+from jaxrl.algorithms.offpolicy import OffPolicy, OffPolicyConfig, td_target
+from jaxrl.nn import MLP, Dense, TanhGaussian, flatten_obs, orthogonal
+from jaxrl.nn.layers import activation_fn
 from jaxrl.replay.nstep import NStepBatch
 
 
@@ -93,46 +102,140 @@ def dense(features: int, scale: float) -> Dense:
 
 
 class QValue(nn.Module):
-    """One critic: `Q(s, a)` from the concatenated flat observation and action, `(B,)`."""
+    """One critic: `Q(s, a)` from the concatenated flat observation and action, `(B,)`.
+
+    With `layer_norm`, each hidden layer is Dense -> LayerNorm -> activation, which
+    keeps Q-values of actions outside the data bounded (Ball et al. 2023, "Efficient
+    Online Reinforcement Learning with Offline Data", sec. 3.2; Tarasov et al. 2023's
+    ReBRAC uses it too)."""
 
     hidden_sizes: Sequence[int]
     activation: str
+    layer_norm: bool = False
 
     @nn.compact
     def __call__(self, obs: jax.Array, action: jax.Array) -> jax.Array:
         x = jnp.concatenate([flatten_obs(obs, 1), action.astype(jnp.float32)], axis=-1)
-        return dense(1, 1.0)(MLP(self.hidden_sizes, self.activation)(x))[..., 0]
+        if self.layer_norm:
+            x = normed_mlp(x, self.hidden_sizes, self.activation)
+        else:
+            x = MLP(self.hidden_sizes, self.activation)(x)
+        return dense(1, 1.0)(x)[..., 0]
 
 
-class TwinQ(nn.Module):
-    """Two critics with their own parameters (Fujimoto et al. 2018's clipped double Q),
-    run as a vmapped ensemble: one batched matrix product per layer instead of two.
-    `(obs (B, ...), action (B, d)) -> Q-values (2, B)`.
+def normed_mlp(x: jax.Array, hidden_sizes: Sequence[int], activation: str) -> jax.Array:
+    """Dense -> LayerNorm -> activation per hidden layer (called inside a compact module)."""
+    act = activation_fn(activation)
+    for size in hidden_sizes:
+        x = act(nn.LayerNorm()(dense(size, float(np.sqrt(2.0)))(x)))
+    return x
 
-    Each critic gets its own copy of the inputs (broadcast to `(2, B, ...)`), so every
+
+class EnsembleQ(nn.Module):
+    """`num_critics` critics with their own parameters run as a vmapped ensemble: one
+    batched matrix product per layer. `(obs (B, ...), action (B, d)) -> Q (N, B)`.
+    SAC-N and EDAC (An et al. 2021) use large ensembles; `TwinQ` is N = 2.
+
+    Each critic gets its own copy of the inputs (broadcast to `(N, B, ...)`), so every
     layer, the first included, is a product batched over the critics. With the inputs
-    shared, XLA computes the first layer of both as one `[B, in] x [in, 2 * H]`
-    product, whose activations and gradients are laid out `[B, 2, H]`, and on CPU
-    transposes them to and from the other layers' `[2, B, H]` at every gradient step,
+    shared, XLA computes the first layer of all as one `[B, in] x [in, N * H]`
+    product, whose activations and gradients are laid out `[B, N, H]`, and on CPU
+    transposes them to and from the other layers' `[N, B, H]` at every gradient step,
     a cost measured by benchmarks/README.md's "Off-policy throughput". Same parameters
     and values either way.
     """
 
     hidden_sizes: Sequence[int] = (256, 256)
     activation: str = "relu"
+    num_critics: int = NUM_CRITICS
+    layer_norm: bool = False
 
     @nn.compact
     def __call__(self, obs: jax.Array, action: jax.Array) -> jax.Array:
+        n = self.num_critics
         ensemble = nn.vmap(
             QValue,
             variable_axes={"params": 0},
             split_rngs={"params": True},
             in_axes=0,
             out_axes=0,
-            axis_size=NUM_CRITICS,
+            axis_size=n,
         )
-        obs, action = (jnp.broadcast_to(x, (NUM_CRITICS, *x.shape)) for x in (obs, action))
-        return ensemble(self.hidden_sizes, self.activation, name="critics")(obs, action)
+        obs, action = (jnp.broadcast_to(x, (n, *x.shape)) for x in (obs, action))
+        critics = ensemble(self.hidden_sizes, self.activation, self.layer_norm, name="critics")
+        return critics(obs, action)
+
+
+class TwinQ(EnsembleQ):
+    """Two critics (Fujimoto et al. 2018's clipped double Q): `EnsembleQ` with N = 2,
+    `(obs (B, ...), action (B, d)) -> Q-values (2, B)`."""
+
+
+# ----------------------------------------------------------------------------- actors
+
+# Bounds of the squashed Gaussian's log standard deviation (CleanRL's SAC; SB3 clips to
+# [-20, 2]): a tanh maps the raw output smoothly into them, so the gradient never
+# vanishes at a clip.
+LOG_STD_MIN = -5.0
+LOG_STD_MAX = 2.0
+
+
+def squash_log_std(raw: jax.Array) -> jax.Array:
+    """Maps an unbounded output into [LOG_STD_MIN, LOG_STD_MAX] with a tanh."""
+    return LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (jnp.tanh(raw) + 1.0)
+
+
+class SquashedGaussianActor(nn.Module):
+    """SAC's policy (Haarnoja et al. 2018): `obs (B, ...) -> TanhGaussian` whose mean
+    and log standard deviation are two heads on one MLP. Actions are `tanh(u)` of a
+    sample `u`; `TanhGaussian.log_prob(u)` includes the change of variables."""
+
+    action_dim: int
+    hidden_sizes: Sequence[int] = (256, 256)
+    activation: str = "relu"
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> TanhGaussian:
+        x = MLP(self.hidden_sizes, self.activation)(flatten_obs(obs, 1))
+        mean = dense(self.action_dim, 0.01)(x)
+        log_std = squash_log_std(dense(self.action_dim, 0.01)(x))
+        return TanhGaussian(mean, log_std)
+
+
+class DeterministicActor(nn.Module):
+    """TD3's policy (Fujimoto et al. 2018): `obs (B, ...) -> tanh(MLP(obs)) (B, d)`;
+    with `layer_norm`, LayerNorm after each hidden layer (ReBRAC, Tarasov et al. 2023)."""
+
+    action_dim: int
+    hidden_sizes: Sequence[int] = (256, 256)
+    activation: str = "relu"
+    layer_norm: bool = False
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> jax.Array:
+        x = flatten_obs(obs, 1)
+        if self.layer_norm:
+            x = normed_mlp(x, self.hidden_sizes, self.activation)
+        else:
+            x = MLP(self.hidden_sizes, self.activation)(x)
+        return jnp.tanh(dense(self.action_dim, 0.01)(x))
+
+
+# ----------------------------------------------------------------------------- targets
+
+
+def smoothed_target_action(
+    next_action: jax.Array, noise: jax.Array, policy_noise: jax.Array, noise_clip: jax.Array
+) -> jax.Array:
+    """`clip(mu'(s') + clip(policy_noise * eps, -c, c), -1, 1)`, eps ~ N(0, 1).
+
+    Target policy smoothing (Fujimoto et al. 2018, eq. 14): valuing a small clipped
+    neighbourhood of the target action keeps the critic from exploiting narrow peaks
+    of its own error. `next_action` is the target actor's, `noise` standard normal.
+    TD3 and TD3+BC use it.
+    """
+    smoothing = jnp.clip(policy_noise * noise, -noise_clip, noise_clip)
+    return jnp.clip(next_action + smoothing, -1.0, 1.0)
 
 
 def clipped_double_q(q: jax.Array) -> jax.Array:
@@ -143,8 +246,121 @@ def clipped_double_q(q: jax.Array) -> jax.Array:
 
 def twin_critic_loss(q: jax.Array, target: jax.Array) -> jax.Array:
     """`sum_i mean_b (Q_i(s, a) - y)^2`: both critics regress on the same target
-    (Haarnoja et al. 2018, eq. 5; Fujimoto et al. 2018's TD3, as in their code)."""
+    (Haarnoja et al. 2018, eq. 5; Fujimoto et al. 2018's TD3, as in their code); with
+    `q (N, B)`, all N critics of an ensemble do (SAC-N, An et al. 2021)."""
     return jnp.sum(jnp.mean((q - target[None]) ** 2, axis=-1))
+
+
+# ----------------------------------------------------------------------------- soft actor-critic
+
+
+def soft_td_target(
+    batch: NStepBatch, next_q: jax.Array, next_log_prob: jax.Array, alpha: jax.Array
+) -> jax.Array:
+    """`y = r + discount * (min_i Q'_i(s', a') - alpha * log pi(a'|s'))`, a' ~ pi(s').
+
+    The soft Bellman backup (Haarnoja et al. 2018, eqs. 2-3) with the clipped double-Q
+    of the target critics `next_q (N, B)` (the minimum over all N: SAC-N, An et al.
+    2021, eq. 3); `next_log_prob (B,)` is the current policy's log-probability of its
+    sampled next action. SAC, SAC-N/EDAC and CQL use it.
+    """
+    return td_target(batch, clipped_double_q(next_q) - alpha * next_log_prob)
+
+
+def soft_actor_loss(q: jax.Array, log_prob: jax.Array, alpha: jax.Array) -> jax.Array:
+    """`mean(alpha * log pi(a|s) - min_i Q_i(s, a))`, a = tanh(mean + std * eps)
+    reparameterised (Haarnoja et al. 2018, eqs. 7 and 11): maximise the soft value."""
+    return jnp.mean(alpha * log_prob - clipped_double_q(q))
+
+
+def temperature_loss(
+    log_alpha: jax.Array, log_prob: jax.Array, target_entropy: jax.Array
+) -> jax.Array:
+    """`-mean(log_alpha * (log pi(a|s) + target_entropy))`, the policy term held fixed.
+
+    Haarnoja et al. 2018, eq. 18, in the logarithm of alpha as their softlearning
+    code (and SB3) optimise it: its gradient lowers alpha when the policy's entropy
+    `-log pi` exceeds the target and raises it when it falls below.
+    """
+    return -jnp.mean(log_alpha * jax.lax.stop_gradient(log_prob + target_entropy))
+
+
+def soft_actor_update(
+    actor: nn.Module,
+    critic: nn.Module,
+    actor_params: Any,
+    actor_opt: Any,
+    critic_params: Any,
+    obs: jax.Array,
+    alpha: jax.Array,
+    lr: jax.Array,
+    key: jax.Array,
+) -> tuple[Any, Any, jax.Array, jax.Array]:
+    """One Adam step of a squashed-Gaussian actor on `soft_actor_loss` against the
+    critics `critic_params`: `(actor_params, actor_opt, loss, log_prob)` (log-probs of
+    the sampled actions, without gradient, for the temperature's step)."""
+
+    def loss_fn(p):
+        dist = actor.apply(p, obs)
+        u = dist.sample(key)  # reparameterised: the gradient flows through the sample
+        log_prob = dist.log_prob(u)
+        q = critic.apply(critic_params, obs, jnp.tanh(u))
+        return soft_actor_loss(q, log_prob, alpha), log_prob
+
+    (loss, log_prob), grads = jax.value_and_grad(loss_fn, has_aux=True)(actor_params)
+    actor_params, actor_opt = adam_update(grads, actor_opt, actor_params, lr)
+    return actor_params, actor_opt, loss, jax.lax.stop_gradient(log_prob)
+
+
+@struct.dataclass
+class SoftLearner:
+    """What a squashed-Gaussian actor-critic with a learned temperature keeps besides its
+    online parameters (the offline learners on the SAC backbone: SAC-N/EDAC, CQL)."""
+
+    target_critic: Any  # Polyak average of params["critic"]
+    actor_opt: Any  # Adam's moments, per network
+    critic_opt: Any
+    log_alpha: jax.Array  # log of the entropy temperature (fixed without autotune)
+    alpha_opt: Any
+
+    @classmethod
+    def create(cls, params: Any, alpha: jax.Array) -> SoftLearner:
+        """Targets as copies of the critics, fresh Adam states, log(alpha) at `alpha`."""
+        log_alpha = jnp.log(alpha)
+        return cls(
+            target_critic=params["critic"],
+            actor_opt=adam(1.0).init(params["actor"]),
+            critic_opt=adam(1.0).init(params["critic"]),
+            log_alpha=log_alpha,
+            alpha_opt=adam(1.0).init(log_alpha),
+        )
+
+
+def soft_policy_step(
+    actor: nn.Module,
+    critic: nn.Module,
+    params: Any,
+    learner: SoftLearner,
+    obs: jax.Array,
+    hparams: Any,
+    autotune: bool,
+    key: jax.Array,
+) -> tuple[Any, Any, jax.Array, Any, dict[str, jax.Array]]:
+    """The actor's step against `params["critic"]`, then (with `autotune`) the
+    temperature's on `temperature_loss` (Haarnoja et al. 2018, sec. 5):
+    `(actor, actor_opt, log_alpha, alpha_opt, metrics)` (hparams: `actor_lr`,
+    `alpha_lr`, `target_entropy`)."""
+    alpha = jnp.exp(learner.log_alpha)
+    actor_params, actor_opt, loss, log_prob = soft_actor_update(
+        actor, critic, params["actor"], learner.actor_opt, params["critic"], obs, alpha,
+        hparams.actor_lr, key,
+    )  # fmt: skip
+    log_alpha, alpha_opt = learner.log_alpha, learner.alpha_opt
+    if autotune:
+        grad = jax.grad(temperature_loss)(log_alpha, log_prob, hparams.target_entropy)
+        log_alpha, alpha_opt = adam_update(grad, alpha_opt, log_alpha, hparams.alpha_lr)
+    metrics = {"actor_loss": loss, "entropy": -jnp.mean(log_prob), "alpha": alpha}
+    return actor_params, actor_opt, log_alpha, alpha_opt, metrics
 
 
 # ----------------------------------------------------------------------------- update plumbing

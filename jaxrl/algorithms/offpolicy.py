@@ -363,13 +363,7 @@ class OffPolicy(EnvironmentAlgorithm):
         def grad_step(carry, key):
             params, learner, replay, grad_steps = carry
             k_sample, k_learn = prng.split(key)
-            if c.prioritised:
-                drawn = prioritised.sample(replay, k_sample, c.batch_size, beta)
-                ring, weights = replay.buffer, drawn.weights
-            else:
-                drawn = buffer.sample(replay, k_sample, c.batch_size)
-                ring, weights = replay, jnp.ones((c.batch_size,), jnp.float32)
-            batch = nstep.nstep_batch(ring, drawn.indices, c.n_step, hp.gamma)
+            batch, drawn, weights = self.replay_batch(learner, replay, k_sample, hp, beta)
             params, learner, priorities, metrics = self.learn_step(
                 params, learner, batch, weights, hp, k_learn, grad_steps
             )
@@ -392,6 +386,23 @@ class OffPolicy(EnvironmentAlgorithm):
             params=params, learner=learner, replay=replay, grad_steps=grad_steps, key=key
         )
         return state, {name: value.mean() for name, value in metrics.items()}
+
+    def replay_batch(
+        self, learner: Any, replay: Any, key: jax.Array, hparams: Any, beta: jax.Array
+    ) -> tuple[NStepBatch, Any, jax.Array]:
+        """`(batch, drawn, weights)`: `batch_size` transitions from replay (uniformly, or by
+        priority with importance exponent `beta`) as n-step targets' inputs, the draw (its
+        `indices` key new priorities) and the importance weights (ones when uniform). An
+        agent that mixes in other data overrides it (RLPD: half from an offline dataset
+        in its `learner`)."""
+        c = self.config
+        if c.prioritised:
+            drawn = prioritised.sample(replay, key, c.batch_size, beta)
+            ring, weights = replay.buffer, drawn.weights
+        else:
+            drawn = buffer.sample(replay, key, c.batch_size)
+            ring, weights = replay, jnp.ones((c.batch_size,), jnp.float32)
+        return nstep.nstep_batch(ring, drawn.indices, c.n_step, hparams.gamma), drawn, weights
 
     def _importance_exponent(self, update_step: jax.Array) -> jax.Array:
         """Prioritised replay's beta, annealed linearly to 1 over the run (Schaul et al.

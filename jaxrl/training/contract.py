@@ -20,13 +20,16 @@ which never guess an algorithm's family from its config fields):
                        "episode_return", summarised as `summary.json`'s `final_return_*`.
     eval_metric        the key of `evaluate`'s result that `jaxrl eval` leads with;
     eval_name          and how `eval.json` names it (default: `eval_metric`).
+    eval_extra         further keys of `evaluate`'s result (shaped like `eval_metric`'s)
+                       that `jaxrl eval` reports too (an offline run's normalized_score).
 
 Attributes:
     name               registry name, recorded in `config.json`.
     config             the frozen, validated config dataclass.
     sweepable          names of the config's numeric hyperparameters that live in the
                        state as float32 leaves (`state.hparams`), so sweeps are a `vmap`.
-    progress_unit      what progress counts: "env_steps", "samples" or "tokens". Run
+    progress_unit      what progress counts: "env_steps", "samples", "tokens" or
+                       "gradient_steps" (offline learners: no environment steps). Run
                        options given in steps (`checkpoint_every`, `log_every`) count it.
     steps_per_update   progress units one update makes, per agent.
     num_updates        updates in the whole run.
@@ -157,7 +160,7 @@ from jaxrl.training import mesh as mesh_lib
 
 Metrics = Mapping[str, jax.Array]
 
-PROGRESS_UNITS = ("env_steps", "samples", "tokens")
+PROGRESS_UNITS = ("env_steps", "samples", "tokens", "gradient_steps")
 
 # What an algorithm trains on, and the config field that names it (`target_name`).
 TARGET_FIELDS = {"env": "env", "task": "task", "dataset": "data"}
@@ -194,6 +197,7 @@ class Algorithm:
     headline_metric: ClassVar[str | None] = None
     eval_metric: ClassVar[str | None] = None
     eval_name: ClassVar[str | None] = None
+    eval_extra: ClassVar[tuple[str, ...]] = ()
     # Declared by algorithms written on the lighter contract (see the module docstring).
     Config: ClassVar[type | None] = None
     presets: ClassVar[Mapping[str, Mapping[str, Any]]] = {}

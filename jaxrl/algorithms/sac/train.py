@@ -40,6 +40,7 @@ from jaxrl.algorithms.actor_critic import (
     adam_update,
     critic_update,
     init_actor_critic,
+    soft_actor_update,
     where_due,
 )
 from jaxrl.algorithms.offpolicy import OffPolicyState
@@ -183,17 +184,9 @@ class SAC(ActorCriticAgent):
 
     def _actor_update(self, actor, actor_opt, critic, obs, alpha, hp, key):
         """One Adam step on `losses.actor_loss`: `(actor, actor_opt, loss, log_prob)`."""
-
-        def loss_fn(p):
-            dist = self.actor.apply(p, obs)
-            u = dist.sample(key)  # reparameterised: the gradient flows through the sample
-            log_prob = dist.log_prob(u)
-            q = self.critic.apply(critic, obs, jnp.tanh(u))
-            return losses.actor_loss(q, log_prob, alpha), log_prob
-
-        (loss, log_prob), grads = jax.value_and_grad(loss_fn, has_aux=True)(actor)
-        actor, actor_opt = adam_update(grads, actor_opt, actor, hp.actor_lr)
-        return actor, actor_opt, loss, jax.lax.stop_gradient(log_prob)
+        return soft_actor_update(
+            self.actor, self.critic, actor, actor_opt, critic, obs, alpha, hp.actor_lr, key
+        )
 
 
 def repeat(

@@ -2,8 +2,9 @@
 "Addressing Function Approximation Error in Actor-Critic Methods").
 
 The critics' regression is the shared `twin_critic_loss`
-(`jaxrl/algorithms/actor_critic.py`), with the target below. Actions live in the
-normalised box [-1, 1]^d.
+(`jaxrl/algorithms/actor_critic.py`), with the target below; target policy smoothing
+(`smoothed_target_action`) is shared there too (TD3+BC uses it) and named here. Actions
+live in the normalised box [-1, 1]^d.
 """
 
 from __future__ import annotations
@@ -12,21 +13,10 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl.algorithms import offpolicy
-from jaxrl.algorithms.actor_critic import clipped_double_q
+from jaxrl.algorithms.actor_critic import clipped_double_q, smoothed_target_action
 from jaxrl.replay.nstep import NStepBatch
 
-
-def smoothed_target_action(
-    next_action: jax.Array, noise: jax.Array, policy_noise: jax.Array, noise_clip: jax.Array
-) -> jax.Array:
-    """`clip(mu'(s') + clip(policy_noise * eps, -c, c), -1, 1)`, eps ~ N(0, 1).
-
-    Target policy smoothing (Fujimoto et al. 2018, eq. 14): valuing a small clipped
-    neighbourhood of the target action keeps the critic from exploiting narrow peaks
-    of its own error. `next_action` is the target actor's, `noise` standard normal.
-    """
-    smoothing = jnp.clip(policy_noise * noise, -noise_clip, noise_clip)
-    return jnp.clip(next_action + smoothing, -1.0, 1.0)
+__all__ = ["deterministic_actor_loss", "smoothed_target_action", "td3_target"]
 
 
 def td3_target(batch: NStepBatch, next_q: jax.Array) -> jax.Array:

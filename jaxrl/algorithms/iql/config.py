@@ -1,0 +1,55 @@
+"""IQL hyperparameters, their validation, and per-environment presets.
+
+`IQLConfig` adds the expectile, the advantage temperature and the weight clip to the
+fields every offline learner has (`jaxrl.algorithms.offline.OfflineConfig`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from jaxrl import config as cfg
+from jaxrl.algorithms.offline import OfflineConfig
+
+__all__ = ["IQLConfig", "PRESETS", "SWEEPABLE"]
+
+SWEEPABLE = ("actor_lr", "critic_lr", "gamma", "tau", "expectile", "temperature")
+
+
+@dataclasses.dataclass(frozen=True)
+class IQLConfig(OfflineConfig):
+    """Implicit Q-Learning (Kostrikov, Nair & Levine 2021): an expectile value network,
+    critics that bootstrap from it, and advantage-weighted regression of the actor on
+    the dataset's actions. Defaults are the paper's for the locomotion tasks."""
+
+    expectile: float = 0.7
+    """tau of the value's expectile loss, in (0, 1): 0.5 is SARSA's mean, near 1 the max."""
+    temperature: float = 3.0
+    """beta of the advantage weights exp(beta (Q - V)): 0 is behaviour cloning."""
+    max_weight: float = 100.0
+    """Clip of the advantage weights (the authors' code: 100)."""
+
+    def validate(self) -> IQLConfig:
+        """Raises `ConfigError` naming the first invalid field; returns self."""
+        super().validate()
+        cfg.check_range(self, "expectile", 0.0, 1.0, closed=False)
+        cfg.check(
+            cfg.is_finite_number(self.temperature) and self.temperature >= 0,
+            "temperature",
+            self.temperature,
+            ">= 0 (0: behaviour cloning)",
+        )
+        cfg.check_positive(self, "max_weight")
+        return self
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # Small networks and few gradient steps: Pendulum's datasets are small (docs/offline.md).
+    "Pendulum-v1": {
+        "total_steps": 20_000,
+        "hidden_sizes": (128, 128),
+        "actor_lr": 1e-3,
+        "critic_lr": 1e-3,
+    },
+}

@@ -1,0 +1,147 @@
+"""ReBRAC on the shared offline base (`jaxrl/algorithms/offline.py`).
+
+TD3+BC's structure (Fujimoto & Gu 2021) with ReBRAC's changes (Tarasov et al. 2023):
+LayerNorm actor and critics, the dataset's next action in every batch (`sample_batch`)
+for the critic's behaviour-cloning penalty (`losses.rebrac_target`), and the actor's
+loss `losses.rebrac_actor_loss` on the minimum of both critics, every `policy_delay`-th
+step, with Polyak updates of the target actor and critics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import jax
+from flax import struct
+
+from jaxrl import envs, prng
+from jaxrl.algorithms import offpolicy
+from jaxrl.algorithms.actor_critic import (
+    DeterministicActor,
+    TwinQ,
+    adam,
+    adam_update,
+    critic_update,
+    smoothed_target_action,
+    where_due,
+)
+from jaxrl.algorithms.offline import OfflineAgent, OfflineState
+from jaxrl.replay import buffer, nstep
+from jaxrl.replay.nstep import NStepBatch
+
+from . import losses
+from .config import PRESETS, SWEEPABLE, ReBRACConfig
+
+__all__ = ["ReBRAC", "ReBRACBatch", "ReBRACLearner"]
+
+
+@struct.dataclass
+class ReBRACLearner:
+    """What ReBRAC keeps besides its online parameters (`OfflineState.learner`)."""
+
+    target_actor: Any
+    target_critic: Any
+    actor_opt: Any
+    critic_opt: Any
+
+
+@struct.dataclass
+class ReBRACBatch:
+    """A one-step batch and the dataset's next actions (valid where the episode goes on)."""
+
+    transitions: NStepBatch
+    next_action: jax.Array  # (B, d): the action the dataset took at s'
+    next_valid: jax.Array  # (B,) bool: False where the step ended its episode
+
+
+class ReBRAC(OfflineAgent):
+    """ReBRAC for one environment, dataset and static config. `params` is
+    `{"actor", "critic"}`."""
+
+    name = "rebrac"
+    Config: ClassVar[type] = ReBRACConfig
+    presets = PRESETS
+    sweepable = SWEEPABLE
+
+    def __init__(self, config: ReBRACConfig, env: envs.Environment, env_params: Any):
+        super().__init__(config, env, env_params)
+        sizes, activation, norm = tuple(config.hidden_sizes), config.activation, config.layer_norm
+        self.actor = DeterministicActor(self.action_dim, sizes, activation, norm)
+        self.critic = TwinQ(sizes, activation, layer_norm=norm)
+
+    def init_learner(self, key: jax.Array, hparams: Any, params: Any) -> tuple[Any, ReBRACLearner]:
+        networks = {"actor": (self.actor, "obs"), "critic": (self.critic, "obs_action")}
+        params = self.init_networks(key, networks, params)
+        return params, ReBRACLearner(
+            target_actor=params["actor"],
+            target_critic=params["critic"],
+            actor_opt=adam(1.0).init(params["actor"]),
+            critic_opt=adam(1.0).init(params["critic"]),
+        )
+
+    def sample_batch(
+        self, dataset: buffer.ReplayState, key: jax.Array, hparams: Any
+    ) -> ReBRACBatch:
+        """The one-step batch plus the dataset's action at each s' (the next row of the
+        ring, valid unless the sampled step ended its episode)."""
+        drawn = buffer.sample(dataset, key, self.config.batch_size)
+        after = buffer.gather(dataset, buffer.shift(dataset, drawn.indices, 1))
+        now = buffer.gather(dataset, drawn.indices)
+        return ReBRACBatch(
+            transitions=nstep.nstep_batch(dataset, drawn.indices, 1, hparams.gamma),
+            next_action=after.action,
+            next_valid=~(now.terminated | now.truncated),
+        )
+
+    def act(self, state: OfflineState, obs, carry, reset, key, deterministic: bool = True):
+        """The actor's action on the environment's bounds."""
+        return self.to_env_action(self.actor.apply(state.params["actor"], obs)), carry
+
+    def learn_step(
+        self,
+        params: Any,
+        learner: ReBRACLearner,
+        batch: ReBRACBatch,
+        hparams: Any,
+        key: jax.Array,
+        grad_step: jax.Array,
+    ) -> tuple[Any, ReBRACLearner, Mapping[str, jax.Array]]:
+        """One critic step; every `policy_delay`-th step the actor's and the targets'."""
+        c, hp, data = self.config, hparams, batch.transitions
+        next_action = self.actor.apply(learner.target_actor, data.next_observation)
+        noise = prng.normal(key, next_action.shape)
+        next_action = smoothed_target_action(next_action, noise, hp.policy_noise, hp.noise_clip)
+        next_q = self.critic.apply(learner.target_critic, data.next_observation, next_action)
+        target = losses.rebrac_target(
+            data, next_q, next_action, batch.next_action, batch.next_valid, hp.critic_bc
+        )
+        critic, critic_opt, critic_loss, q = critic_update(
+            self.critic, params["critic"], learner.critic_opt, data, target, hp.critic_lr
+        )
+
+        def actor_loss_fn(p):
+            pi = self.actor.apply(p, data.observation)
+            q_pi = self.critic.apply(critic, data.observation, pi)
+            return losses.rebrac_actor_loss(q_pi, pi, data.action, hp.actor_bc, c.normalize_q)
+
+        actor_loss, grads = jax.value_and_grad(actor_loss_fn)(params["actor"])
+        updated = adam_update(grads, learner.actor_opt, params["actor"], hp.actor_lr)
+        actor, actor_opt = where_due(
+            grad_step, c.policy_delay, updated, (params["actor"], learner.actor_opt)
+        )
+        target_actor, target_critic = offpolicy.update_target(
+            (learner.target_actor, learner.target_critic),
+            (actor, critic),
+            hp.tau,
+            grad_step,
+            c.policy_delay,
+        )
+        learner = ReBRACLearner(
+            target_actor=target_actor,
+            target_critic=target_critic,
+            actor_opt=actor_opt,
+            critic_opt=critic_opt,
+        )
+        metrics = {"loss": critic_loss, "actor_loss": actor_loss, "q_mean": q.mean()}
+        return {"actor": actor, "critic": critic}, learner, metrics
