@@ -59,30 +59,22 @@ _GRPO6 = {
     ),
 }
 
+# The Llama-3-8B-shaped GRPO step of docs/plan.md, planned on 8 and on 16 chips.
+_LLAMA3_8B = dict(
+    model_config=str(MODELS / "llama-3-8b.json"),
+    dtype="bfloat16",
+    num_prompts=16,
+    group_size=4,
+    max_new_tokens=64,
+    micro_batches=4,
+)
+
 # name -> (topology, plan keyword arguments). The Llama-3-8B pair shows where it stops
 # fitting (fsdp over 8 chips) and where it fits (16); the Qwen3-0.6B case shows a large
 # batch whose activations, not its parameters, overflow a small slice.
 CASES: dict[str, dict[str, Any]] = {
-    "llama3_8b_v5e_2x4": dict(
-        topology="v5e:2x4",
-        mesh="fsdp=8",
-        model_config=str(MODELS / "llama-3-8b.json"),
-        dtype="bfloat16",
-        num_prompts=16,
-        group_size=4,
-        max_new_tokens=64,
-        micro_batches=4,
-    ),
-    "llama3_8b_v5e_4x4": dict(
-        topology="v5e:4x4",
-        mesh="fsdp=16",
-        model_config=str(MODELS / "llama-3-8b.json"),
-        dtype="bfloat16",
-        num_prompts=16,
-        group_size=4,
-        max_new_tokens=64,
-        micro_batches=4,
-    ),
+    "llama3_8b_v5e_2x4": dict(_LLAMA3_8B, topology="v5e:2x4", mesh="fsdp=8"),
+    "llama3_8b_v5e_4x4": dict(_LLAMA3_8B, topology="v5e:4x4", mesh="fsdp=16"),
     # How good the shallow probes are (docs/plan.md, "Deep models are probed"): a 6-layer
     # GRPO step compiled at 1 and 2 layers and extrapolated, against the whole model.
     **{

@@ -25,7 +25,7 @@ losses stay in their own packages.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import flax.linen as nn
@@ -37,7 +37,7 @@ from flax import struct
 
 from jaxrl import config as cfg
 from jaxrl.acting import to_box
-from jaxrl.algorithms.offpolicy import OffPolicy, OffPolicyConfig, td_target
+from jaxrl.algorithms.offpolicy import OffPolicy, OffPolicyConfig, td_target, update_target
 from jaxrl.nn import MLP, Dense, TanhGaussian, flatten_obs, orthogonal
 from jaxrl.nn.layers import activation_fn
 from jaxrl.replay.nstep import NStepBatch
@@ -361,6 +361,63 @@ def soft_policy_step(
         log_alpha, alpha_opt = adam_update(grad, alpha_opt, log_alpha, hparams.alpha_lr)
     metrics = {"actor_loss": loss, "entropy": -jnp.mean(log_prob), "alpha": alpha}
     return actor_params, actor_opt, log_alpha, alpha_opt, metrics
+
+
+@struct.dataclass
+class DelayedLearner:
+    """What a deterministic actor-critic with delayed policy updates keeps besides its
+    online parameters (TD3's family: TD3, TD3+BC, ReBRAC)."""
+
+    target_actor: Any  # Polyak averages of params["actor"] and params["critic"]
+    target_critic: Any
+    actor_opt: Any  # Adam's moments, per network
+    critic_opt: Any
+
+    @classmethod
+    def create(cls, params: Any) -> DelayedLearner:
+        """Targets as copies of the online networks, fresh Adam states."""
+        return cls(
+            target_actor=params["actor"],
+            target_critic=params["critic"],
+            actor_opt=adam(1.0).init(params["actor"]),
+            critic_opt=adam(1.0).init(params["critic"]),
+        )
+
+
+def delayed_policy_step(
+    actor_loss_fn: Callable[[Any], jax.Array],
+    actor_params: Any,
+    critic_params: Any,
+    learner: DelayedLearner,
+    critic_opt: Any,
+    hparams: Any,
+    grad_step: jax.Array,
+    policy_delay: int,
+) -> tuple[dict[str, Any], DelayedLearner, jax.Array]:
+    """The actor's Adam step on `actor_loss_fn` and the targets' Polyak step, both
+    applied only on every `policy_delay`-th gradient step (Fujimoto et al. 2018, alg. 1:
+    the targets move with the actor), after the critics' step that produced
+    `critic_params` and `critic_opt`. Returns `({"actor", "critic"}, learner, actor loss)`
+    (hparams: `actor_lr`, `tau`)."""
+    actor_loss, grads = jax.value_and_grad(actor_loss_fn)(actor_params)
+    updated = adam_update(grads, learner.actor_opt, actor_params, hparams.actor_lr)
+    actor, actor_opt = where_due(
+        grad_step, policy_delay, updated, (actor_params, learner.actor_opt)
+    )
+    target_actor, target_critic = update_target(
+        (learner.target_actor, learner.target_critic),
+        (actor, critic_params),
+        hparams.tau,
+        grad_step,
+        policy_delay,
+    )
+    learner = DelayedLearner(
+        target_actor=target_actor,
+        target_critic=target_critic,
+        actor_opt=actor_opt,
+        critic_opt=critic_opt,
+    )
+    return {"actor": actor, "critic": critic_params}, learner, actor_loss
 
 
 # ----------------------------------------------------------------------------- update plumbing

@@ -218,9 +218,10 @@ class LMRLConfig(LMConfig):
     the outcome; Cui et al. 2025). None: the outcome alone."""
     process_reward_weight: float = 0.2
     """Weight of the process term: GRPO adds weight x the step advantages to the outcome's,
-    PPO-LM adds weight x the step rewards to the token rewards of its GAE (0.2: at 1 the
-    step advantages drown the outcome's and a PRM's errors steer the policy;
-    benchmarks/notes/2026-11-28-process-rewards.md)."""
+    PPO-LM adds weight x the step rewards to the token rewards of its GAE. The default
+    keeps the outcome in charge: at weight 1 the step advantages drown the outcome's and
+    a PRM's errors steer the policy (the weight sweep: benchmarks/notes, "process
+    rewards")."""
     process_reward_std: bool = True
     """GRPO: divide the step rewards' deviations from their group mean by the group's std
     (DeepSeekMath's process supervision); False: the deviations alone (Dr. GRPO's

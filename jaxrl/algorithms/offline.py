@@ -201,8 +201,13 @@ class OfflineAgent(EnvironmentAlgorithm):
             raise TypeError(f"{type(self).__name__}.sweepable must contain 'gamma'")
 
     # ------------------------------------------------------------------ subclass API
+    # The two hooks every offline learner defines (IQL, TD3+BC, CQL, SAC-N, ReBRAC);
+    # the base has no default for either.
     def init_learner(self, key: jax.Array, hparams: Any, params: Any) -> tuple[Any, Any]:
-        raise NotImplementedError
+        """`(params, learner)`: the online networks (fresh, or the warm-start `params`
+        checked against their tree) and what the learner keeps besides them (targets,
+        optimiser states, a temperature)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement init_learner")
 
     def learn_step(
         self,
@@ -213,7 +218,10 @@ class OfflineAgent(EnvironmentAlgorithm):
         key: jax.Array,
         grad_step: jax.Array,
     ) -> tuple[Any, Any, Mapping[str, jax.Array]]:
-        raise NotImplementedError
+        """One gradient step on `batch` (what `sample_batch` returns):
+        `(params, learner, metrics)`; `grad_step` is the 0-based gradient-step count
+        (delayed policy updates)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement learn_step")
 
     def sample_batch(self, dataset: buffer.ReplayState, key: jax.Array, hparams: Any) -> Any:
         """`batch_size` transitions drawn uniformly from the dataset, as the one-step

@@ -28,8 +28,9 @@ class PRMConfig(LMConfig):
     with binary cross-entropy on the head's logit at each step's end token only (TRL's
     `PRMTrainer`; Lightman et al. 2023, "Let's verify step by step"; Uesato et al. 2022).
     Evaluated by held-out step accuracy. Start from an SFT run of the same task with
-    `model` (the policy's own warm start): from the random tiny model a PRM learns far
-    slower (benchmarks/notes/2026-11-28-process-rewards.md). The exported
+    `model` (the policy's own warm start): from a random model the step labels alone
+    teach it far slower, since it must first learn to read the arithmetic (the runs:
+    benchmarks/notes, "process rewards"). The exported
     `model/` is what GRPO and PPO-LM read with `--process-reward RUN_DIR`. Model, mesh and
     optimiser fields: see `LMConfig` (LoRA is not supported: the head and the body train
     together).

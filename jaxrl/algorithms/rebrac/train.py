@@ -16,15 +16,13 @@ import jax
 from flax import struct
 
 from jaxrl import envs, prng
-from jaxrl.algorithms import offpolicy
 from jaxrl.algorithms.actor_critic import (
+    DelayedLearner,
     DeterministicActor,
     TwinQ,
-    adam,
-    adam_update,
     critic_update,
+    delayed_policy_step,
     smoothed_target_action,
-    where_due,
 )
 from jaxrl.algorithms.offline import OfflineAgent, OfflineState
 from jaxrl.replay import buffer, nstep
@@ -36,14 +34,8 @@ from .config import PRESETS, SWEEPABLE, ReBRACConfig
 __all__ = ["ReBRAC", "ReBRACBatch", "ReBRACLearner"]
 
 
-@struct.dataclass
-class ReBRACLearner:
-    """What ReBRAC keeps besides its online parameters (`OfflineState.learner`)."""
-
-    target_actor: Any
-    target_critic: Any
-    actor_opt: Any
-    critic_opt: Any
+# What it keeps besides its online parameters (`OfflineState.learner`).
+ReBRACLearner = DelayedLearner
 
 
 @struct.dataclass
@@ -73,12 +65,7 @@ class ReBRAC(OfflineAgent):
     def init_learner(self, key: jax.Array, hparams: Any, params: Any) -> tuple[Any, ReBRACLearner]:
         networks = {"actor": (self.actor, "obs"), "critic": (self.critic, "obs_action")}
         params = self.init_networks(key, networks, params)
-        return params, ReBRACLearner(
-            target_actor=params["actor"],
-            target_critic=params["critic"],
-            actor_opt=adam(1.0).init(params["actor"]),
-            critic_opt=adam(1.0).init(params["critic"]),
-        )
+        return params, DelayedLearner.create(params)
 
     def sample_batch(
         self, dataset: buffer.ReplayState, key: jax.Array, hparams: Any
@@ -125,23 +112,9 @@ class ReBRAC(OfflineAgent):
             q_pi = self.critic.apply(critic, data.observation, pi)
             return losses.rebrac_actor_loss(q_pi, pi, data.action, hp.actor_bc, c.normalize_q)
 
-        actor_loss, grads = jax.value_and_grad(actor_loss_fn)(params["actor"])
-        updated = adam_update(grads, learner.actor_opt, params["actor"], hp.actor_lr)
-        actor, actor_opt = where_due(
-            grad_step, c.policy_delay, updated, (params["actor"], learner.actor_opt)
-        )
-        target_actor, target_critic = offpolicy.update_target(
-            (learner.target_actor, learner.target_critic),
-            (actor, critic),
-            hp.tau,
-            grad_step,
+        params, learner, actor_loss = delayed_policy_step(
+            actor_loss_fn, params["actor"], critic, learner, critic_opt, hp, grad_step,
             c.policy_delay,
-        )
-        learner = ReBRACLearner(
-            target_actor=target_actor,
-            target_critic=target_critic,
-            actor_opt=actor_opt,
-            critic_opt=critic_opt,
-        )
+        )  # fmt: skip
         metrics = {"loss": critic_loss, "actor_loss": actor_loss, "q_mean": q.mean()}
-        return {"actor": actor, "critic": critic}, learner, metrics
+        return params, learner, metrics

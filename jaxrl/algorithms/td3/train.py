@@ -24,18 +24,15 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from flax import struct
 
 from jaxrl import envs, prng
-from jaxrl.algorithms import offpolicy
 from jaxrl.algorithms.actor_critic import (
     ActorCriticAgent,
+    DelayedLearner,
     TwinQ,
-    adam,
-    adam_update,
     critic_update,
+    delayed_policy_step,
     init_actor_critic,
-    where_due,
 )
 from jaxrl.algorithms.offpolicy import OffPolicyState
 from jaxrl.replay.nstep import NStepBatch
@@ -44,15 +41,8 @@ from . import losses
 from .config import SWEEPABLE, TD3Config
 from .networks import DeterministicActor
 
-
-@struct.dataclass
-class TD3Learner:
-    """What TD3 keeps besides its online parameters (`OffPolicyState.learner`)."""
-
-    target_actor: Any  # Polyak averages of params["actor"] and params["critic"]
-    target_critic: Any
-    actor_opt: Any  # Adam's moments, per network
-    critic_opt: Any
+# What TD3 keeps besides its online parameters (`OffPolicyState.learner`).
+TD3Learner = DelayedLearner
 
 
 class TD3(ActorCriticAgent):
@@ -79,12 +69,7 @@ class TD3(ActorCriticAgent):
         """Fresh actor and critics (or the given ones), their copies as targets, and
         Adam states."""
         params = init_actor_critic(self, key, params)
-        return params, TD3Learner(
-            target_actor=params["actor"],
-            target_critic=params["critic"],
-            actor_opt=adam(1.0).init(params["actor"]),
-            critic_opt=adam(1.0).init(params["critic"]),
-        )
+        return params, DelayedLearner.create(params)
 
     # ------------------------------------------------------------------ acting
     def explore(self, params, learner, hparams, obs, key, update_step) -> jax.Array:
@@ -131,34 +116,19 @@ class TD3(ActorCriticAgent):
             self.critic, params["critic"], learner.critic_opt, batch, target, hp.critic_lr
         )
 
-        # Actor: ascend Q_1 of the updated critics; applied only on delayed steps.
+        # Actor: ascend Q_1 of the updated critics.
         def actor_loss_fn(p):
             action = self.actor.apply(p, batch.observation)
             return losses.deterministic_actor_loss(
                 self.critic.apply(critic, batch.observation, action)[0]
             )
 
-        actor_loss, grads = jax.value_and_grad(actor_loss_fn)(params["actor"])
-        updated = adam_update(grads, learner.actor_opt, params["actor"], hp.actor_lr)
-        actor, actor_opt = where_due(
-            grad_step, c.policy_delay, updated, (params["actor"], learner.actor_opt)
-        )
-
-        # Targets move with the actor (Fujimoto et al. 2018, alg. 1).
-        target_actor, target_critic = offpolicy.update_target(
-            (learner.target_actor, learner.target_critic),
-            (actor, critic),
-            hp.tau,
-            grad_step,
+        # Actor and targets (they move with the actor, Fujimoto et al. 2018, alg. 1),
+        # applied only on delayed steps.
+        params, learner, actor_loss = delayed_policy_step(
+            actor_loss_fn, params["actor"], critic, learner, critic_opt, hp, grad_step,
             c.policy_delay,
-        )
-        learner = TD3Learner(
-            target_actor=target_actor,
-            target_critic=target_critic,
-            actor_opt=actor_opt,
-            critic_opt=critic_opt,
-        )
-        params = {"actor": actor, "critic": critic}
+        )  # fmt: skip
         metrics = {"loss": critic_loss, "actor_loss": actor_loss, "q_mean": q.mean()}
         return params, learner, None, metrics
 

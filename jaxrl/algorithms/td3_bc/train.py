@@ -14,19 +14,17 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import jax
-from flax import struct
 
 from jaxrl import envs, prng
 from jaxrl.algorithms import offpolicy
 from jaxrl.algorithms.actor_critic import (
+    DelayedLearner,
     DeterministicActor,
     TwinQ,
-    adam,
-    adam_update,
     clipped_double_q,
     critic_update,
+    delayed_policy_step,
     smoothed_target_action,
-    where_due,
 )
 from jaxrl.algorithms.offline import OfflineAgent, OfflineState
 from jaxrl.replay.nstep import NStepBatch
@@ -37,14 +35,8 @@ from .config import PRESETS, SWEEPABLE, TD3BCConfig
 __all__ = ["TD3BC", "TD3BCLearner"]
 
 
-@struct.dataclass
-class TD3BCLearner:
-    """What TD3+BC keeps besides its online parameters (`OfflineState.learner`)."""
-
-    target_actor: Any  # Polyak averages of params["actor"] and params["critic"]
-    target_critic: Any
-    actor_opt: Any
-    critic_opt: Any
+# What it keeps besides its online parameters (`OfflineState.learner`).
+TD3BCLearner = DelayedLearner
 
 
 class TD3BC(OfflineAgent):
@@ -67,12 +59,7 @@ class TD3BC(OfflineAgent):
         """Fresh actor and critics (or the given ones), their copies as targets, Adam."""
         networks = {"actor": (self.actor, "obs"), "critic": (self.critic, "obs_action")}
         params = self.init_networks(key, networks, params)
-        return params, TD3BCLearner(
-            target_actor=params["actor"],
-            target_critic=params["critic"],
-            actor_opt=adam(1.0).init(params["actor"]),
-            critic_opt=adam(1.0).init(params["critic"]),
-        )
+        return params, DelayedLearner.create(params)
 
     def act(self, state: OfflineState, obs, carry, reset, key, deterministic: bool = True):
         """The actor's action on the environment's bounds (no exploration noise: an
@@ -104,24 +91,9 @@ class TD3BC(OfflineAgent):
             q1 = self.critic.apply(critic, batch.observation, pi)[0]
             return losses.td3_bc_actor_loss(q1, pi, batch.action, hp.alpha)
 
-        actor_loss, grads = jax.value_and_grad(actor_loss_fn)(params["actor"])
-        updated = adam_update(grads, learner.actor_opt, params["actor"], hp.actor_lr)
-        actor, actor_opt = where_due(
-            grad_step, c.policy_delay, updated, (params["actor"], learner.actor_opt)
-        )
-        target_actor, target_critic = offpolicy.update_target(
-            (learner.target_actor, learner.target_critic),
-            (actor, critic),
-            hp.tau,
-            grad_step,
+        params, learner, actor_loss = delayed_policy_step(
+            actor_loss_fn, params["actor"], critic, learner, critic_opt, hp, grad_step,
             c.policy_delay,
-        )
-        learner = TD3BCLearner(
-            target_actor=target_actor,
-            target_critic=target_critic,
-            actor_opt=actor_opt,
-            critic_opt=critic_opt,
-        )
-        params = {"actor": actor, "critic": critic}
+        )  # fmt: skip
         metrics = {"loss": critic_loss, "actor_loss": actor_loss, "q_mean": q.mean()}
         return params, learner, metrics
