@@ -197,11 +197,12 @@ TRAIN_ROWS: tuple[tuple[str, str, str, str, list[str]], ...] = (
         ["sft_addition_default", "sft_addition_full"],
     ),
     (
-        "Preference optimisation: DPO, IPO, SimPO, Bradley-Terry reward models (full or LoRA)",
+        "Preference optimisation: DPO, IPO, SimPO, RPO (DPO + NLL), Bradley-Terry reward "
+        "models (full or LoRA)",
         "`jaxrl train dpo --task addition --model RUN_DIR`, `--data pairs.jsonl`",
         "(prompt, chosen, rejected) JSONL files; pairs made from in-process tasks",
         "staged",
-        ["dpo_addition"],
+        ["dpo_addition", "rpo_addition"],
     ),
     (
         "GRPO family (GRPO, Dr. GRPO, RLOO, REINFORCE++; clip, GSPO, CISPO; KL, DAPO options)",

@@ -322,6 +322,27 @@ ENTRIES: tuple[Entry, ...] = (
         family="dpo",
     ),
     Entry(
+        name="rpo_addition",
+        label="addition after the SFT warm start, DPO + NLL (RPO): held-out exact-match gain",
+        kind="learning",
+        tier="full",
+        measures="DPO with its defaults plus RPO's chosen-completion NLL term (nll_weight "
+        "1, Pang et al. 2024) after the default SFT warm start of the same seed: held-out "
+        "greedy exact match gain (after - before) per seed; compare dpo_addition's details",
+        command="jaxrl train sft --task addition --seed S --run-dir runs/sft-S && "
+        "jaxrl train dpo --task addition --model runs/sft-S --seed S --nll-weight 1",
+        minutes=4,
+        runner="lm_pipeline",
+        canary="dpo",
+        algorithm="dpo",
+        seeds=5,
+        overrides={"nll_weight": 1.0},
+        metric="eval_accuracy_gain",
+        unit="exact-match gain",
+        test="test_dpo_learning.py",
+        family="dpo",
+    ),
+    Entry(
         name="grpo_addition",
         label="addition after the SFT warm start: held-out pass@1 gain",
         kind="learning",

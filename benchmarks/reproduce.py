@@ -169,6 +169,8 @@ def run_lm_pipeline(entry: registry.Entry) -> dict[str, Any]:
             ).summary
         if entry.metric == "pass@1_gain":
             value = summary["pass@1_after"] - summary["pass@1_before"]
+        elif entry.metric == "eval_accuracy_gain":
+            value = summary["eval_accuracy"] - summary["eval_accuracy_before"]
         else:
             value = summary[entry.metric]
         per_seed.append(float(value))

@@ -64,6 +64,8 @@ def write_pairs(path, records):
         ({"micro_batches": 3}, r"invalid micro_batches=3: .*a divisor of batch_size=8"),
         ({"total_steps": 4}, r"invalid total_steps=4"),
         ({"data": ""}, "invalid data=''"),
+        ({"nll_weight": -1.0}, r"invalid nll_weight=-1.0: must be >= 0"),
+        ({"preference_loss": "bt", "nll_weight": 1.0}, r"invalid nll_weight=1.0: .*'bt'"),
         ({"max_len": 5}, r"invalid max_len=5: task 'addition' has an example"),
     ],
 )
@@ -244,3 +246,22 @@ def test_ipo_and_simpo_score_a_batch_of_the_model(algo, start):
     assert float(stats["reward_chosen"]) == pytest.approx(float(rewards[:, 0].mean()), rel=1e-5)
     margin = rewards[:, 0] - rewards[:, 1] - 0.5
     np.testing.assert_allclose(per_pair, np.log1p(np.exp(-margin)), rtol=1e-5)
+
+
+def test_rpo_adds_the_chosen_completions_per_token_nll(algo, start):
+    """RPO (Pang et al. 2024): the preference loss plus nll_weight times the chosen
+    completion's NLL per scored token; with nll_weight 0 the term adds exact zeros."""
+    state, batch = start
+    plain, _ = algo.pair_losses(state.params, state, batch)
+    rpo = make(nll_weight=0.5)
+    per_pair, stats = rpo.pair_losses(state.params, state.replace(hparams=rpo.hyperparams()), batch)
+    logp, length = algo._sequence_logprobs(  # noqa: SLF001 - the summed log-probs it uses
+        state.params,
+        batch["tokens"].reshape(16, -1),
+        batch["mask"].reshape(16, -1),
+        batch["loss_mask"].reshape(16, -1),
+    )
+    nll = -logp[:, 0] / length[:, 0]
+    assert float(jnp.min(nll)) > 0
+    np.testing.assert_allclose(per_pair, plain + 0.5 * nll, rtol=1e-5)
+    assert float(stats["nll_chosen"]) == pytest.approx(float(nll.mean()), rel=1e-5)

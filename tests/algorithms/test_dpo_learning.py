@@ -134,3 +134,19 @@ def test_dpo_after_an_sft_warm_start_improves_held_out_pass_at_1(tmp_path, defau
         f"{s['eval_reward_accuracy']:.3f} in {time.perf_counter() - start:.0f} s"
     )
     assert s["eval_accuracy"] > s["eval_accuracy_before"]
+
+
+@pytest.mark.full
+def test_rpo_after_an_sft_warm_start_raises_exact_match_clearly(tmp_path, default_warm_start):
+    """DPO plus RPO's NLL term (nll_weight 1) from the same warm start: plain DPO can
+    lower the chosen answers' likelihood while the rejected ones fall faster, and greedy
+    exact match with it (seed 0 of the `dpo_addition` result); the NLL term keeps it.
+    The threshold is below the smallest gain over the 5 seeds of the `rpo_addition`
+    result (benchmarks/results/rpo_addition.json)."""
+    config = cfg.replace(dpo.default_config(), model=str(default_warm_start), nll_weight=1.0)
+    result = train(
+        dpo.make(config), RunConfig(run_dir=str(tmp_path / "rpo"), seed=0, progress=False)
+    )
+    s = result.summary
+    print(f"pass@1 {s['eval_accuracy_before']:.3f} -> {s['eval_accuracy']:.3f}")
+    assert s["eval_accuracy"] - s["eval_accuracy_before"] > 0.10

@@ -60,6 +60,14 @@ def test_bradley_terry_hand_computed():
     assert float(stats["reward_margin"]) == pytest.approx((0.5 - 2.0) / 2)
 
 
+def test_chosen_nll_hand_computed():
+    """RPO's term: -log pi(y_w) / |y_w|, the length clamped below at 1 token."""
+    nll = L.chosen_nll(jnp.array([-6.0, -1.5]), jnp.array([3.0, 0.0]))
+    np.testing.assert_allclose(nll, [2.0, 1.5])
+    grad = jax.grad(lambda pc: L.chosen_nll(pc, jnp.array([3.0, 0.0])).sum())(jnp.zeros(2))
+    np.testing.assert_allclose(grad, [-1 / 3, -1.0], rtol=1e-6)
+
+
 def test_sequence_logprobs_sums_masked_tokens():
     logp = jnp.array([[-1.0, -2.0, -3.0], [-0.5, -9.0, -9.0]])
     mask = jnp.array([[0, 1, 1], [1, 0, 0]], bool)

@@ -17,7 +17,15 @@ from jaxrl.algorithms.lm_common import LMConfig
 from . import losses
 
 # Numeric hyperparameters that may differ across a vmapped sweep (float32 state leaves).
-SWEEPABLE = ("lr", "weight_decay", "max_grad_norm", "beta", "gamma", "label_smoothing")
+SWEEPABLE = (
+    "lr",
+    "weight_decay",
+    "max_grad_norm",
+    "beta",
+    "gamma",
+    "label_smoothing",
+    "nll_weight",
+)
 # Every objective: the policy losses of `losses.preference_loss` and the reward model.
 LOSSES = (*losses.PREFERENCE_LOSSES, "bt")
 # Losses against a frozen reference policy (a reference model is kept only for these).
@@ -56,6 +64,9 @@ class DPOConfig(LMConfig):
     """SimPO: target reward margin (Meng et al. 2024 use 0.5 to 1.5 with beta about 2)."""
     label_smoothing: float = 0.0
     """Probability that a label is flipped (conservative DPO; dpo, simpo and bt only)."""
+    nll_weight: float = 0.0
+    """RPO's alpha: weight of the chosen completion's per-token NLL added to the policy
+    loss (Pang et al. 2024; TRL's `rpo_alpha`; the paper uses 1). 0: the plain loss."""
     max_len: int | None = None
     """Tokens per row, prompt + completion + eos (None: the longest pair's)."""
     # -- budget (pairs per agent; see the module docstring)
@@ -101,6 +112,14 @@ class DPOConfig(LMConfig):
             self.label_smoothing,
             f"0 with preference_loss={self.preference_loss!r} (it applies to "
             f"{list(LOGISTIC_LOSSES)})",
+        )
+        cfg.check(self.nll_weight >= 0, "nll_weight", self.nll_weight, ">= 0")
+        cfg.check(
+            self.nll_weight == 0 or self.preference_loss != "bt",
+            "nll_weight",
+            self.nll_weight,
+            "0 with preference_loss='bt' (a reward model has no policy likelihood; it "
+            "applies to dpo, ipo and simpo)",
         )
         cfg.check(
             self.data is None or (isinstance(self.data, str) and bool(self.data)),

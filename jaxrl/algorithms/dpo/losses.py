@@ -17,6 +17,8 @@ preferences"), so
 which no longer drives the margin z to infinity. `preference_loss` selects one by name (the
 `preference_loss` config field).
 
+`chosen_nll` is RPO's term, added to any of the policy losses with weight `nll_weight`.
+
 What does not live here: the data pipeline and the trainer.
 """
 
@@ -196,6 +198,21 @@ def preference_loss(
     if name == "ipo":
         return ipo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta)
     return dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta, label_smoothing)
+
+
+def chosen_nll(policy_chosen: Array, chosen_length: Array) -> Array:
+    """The chosen completion's negative log-likelihood per token, RPO's extra term
+    (Pang et al. 2024, "Iterative reasoning preference optimization", eq. 3):
+
+        L_RPO = L_pref + alpha * (-log pi(y_w | x) / |y_w|)
+
+    A pairwise loss only sees the margin, so it can lower the chosen completion's
+    likelihood as long as the rejected one falls faster (likelihood displacement: Pal
+    et al. 2024, "Smaug"; Razin et al. 2024); on a task with one right answer that
+    lowers greedy exact match even as reward accuracy rises. The NLL term anchors
+    log pi(y_w). Lengths are clamped below at 1 token. Returns (batch,).
+    """
+    return -policy_chosen / jnp.maximum(chosen_length, 1.0)
 
 
 def bradley_terry_loss(

@@ -248,6 +248,11 @@ class DPO(LMAlgorithm):
             label_smoothing=hp.label_smoothing,
             **reference,
         )
+        # RPO's term; with nll_weight 0 it adds exact zeros (kept in the program so that
+        # a sweep over nll_weight compiles once).
+        nll = losses.chosen_nll(logp[:, 0], length[:, 0])
+        per_pair = per_pair + hp.nll_weight * nll
+        stats["nll_chosen"] = jnp.mean(jax.lax.stop_gradient(nll))
         stats["logp_chosen"] = jnp.mean(jax.lax.stop_gradient(logp[:, 0]))
         stats["logp_rejected"] = jnp.mean(jax.lax.stop_gradient(logp[:, 1]))
         return per_pair, {**stats, **metrics}
