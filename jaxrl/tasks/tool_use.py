@@ -13,6 +13,11 @@ holds a tool call, in the `plain` (`<<calculator("1234*567")>>`) or `hermes` for
 - the answer: the episode ends with reward 1 if it is correct (the task's
   `is_correct`), else 0.
 
+An error message (about a malformed or unknown call, or a tool that failed) is cut to
+`error_chars` characters, as a tool's output is to its `output_chars`: every turn's
+feedback then fits `longest_feedback`, which sizes the episode's token budget, so keep
+both small for a small model's context.
+
 At most `max_calls` calls: the turn after the last one must be the answer (the turn cap
 ends the episode). `longest_call` is the longest call a turn must hold (the algorithm
 sizes a turn's token budget from it and the answers). An example's prompt and answer are
@@ -54,6 +59,7 @@ class ToolUse(MultiTurnTask):
         max_calls: int = 1,
         malformed_penalty: float = 0.0,
         longest_call: str = "",
+        error_chars: int = 64,
     ) -> None:
         self.fmt = call_format(format)
         if not (isinstance(max_calls, int) and max_calls >= 1):
@@ -61,7 +67,7 @@ class ToolUse(MultiTurnTask):
         if not malformed_penalty >= 0:
             raise ConfigError(f"invalid malformed_penalty={malformed_penalty!r}: must be >= 0")
         self.task, self.tools = task, list(tools)
-        self.runner = ToolRunner(self.tools)
+        self.runner = ToolRunner(self.tools, error_chars=error_chars)
         self.max_calls, self.malformed_penalty = max_calls, malformed_penalty
         self.longest_call = longest_call
         self.max_turns = max_calls + 1
@@ -111,7 +117,9 @@ class ToolUse(MultiTurnTask):
         return (self.fmt.end,)
 
     def longest_feedback(self) -> Sequence[str]:
-        return [self.feedback("x" * max(tool.output_chars for tool in self.tools))]
+        """A result as long as any the runner returns, a tool's output or an error
+        message about a call (`ToolRunner.max_result_chars`), in the format's wrapper."""
+        return [self.feedback("x" * self.runner.max_result_chars)]
 
     def demonstration(self, example: Example, call: str, result: str) -> str:
         """A full episode's text after the prompt, for SFT on tool use: the call, its

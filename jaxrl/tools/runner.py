@@ -13,7 +13,11 @@ message for a failed call, with `ok=False`), and the trainer goes on:
   with its process group, at its `timeout`;
 - the result is made text in that process (a string as it is, else JSON, else `repr`)
   and cut to `output_chars` there (a note of the cut included), so a huge result never
-  crosses to the trainer.
+  crosses to the trainer;
+- an error message (a malformed or unknown call, bad arguments, a tool that raised, hung
+  or died) is cut to the runner's `error_chars` the same way: it quotes what the model
+  wrote, which has no length bound. So no result is longer than `max_result_chars`,
+  the bound a multi-turn task promises its feedback within.
 
 Tool functions must be importable (module-level functions, or instances of module-level
 classes): the server imports them by name. Code the model writes runs in
@@ -39,6 +43,8 @@ from . import _server
 from .calls import MalformedCall, ToolCall
 from .schema import Tool
 
+_MIN_ERROR_CHARS = 48
+
 
 @dataclasses.dataclass(frozen=True)
 class ToolResult:
@@ -53,9 +59,10 @@ class ToolResult:
 class ToolRunner:
     """Runs parsed calls (`jaxrl.tools.calls`) against `tools` (see the module docstring).
 
-    `memory_mb` bounds each call's address space."""
+    `memory_mb` bounds each call's address space; `error_chars` each error message's
+    length (see the module docstring)."""
 
-    def __init__(self, tools: Sequence[Tool], memory_mb: int = 1024):
+    def __init__(self, tools: Sequence[Tool], memory_mb: int = 1024, error_chars: int = 120):
         names = [tool.name for tool in tools]
         if len(set(names)) != len(names):
             raise ConfigError(f"invalid tools: names must be unique, got {names}")
@@ -70,8 +77,13 @@ class ToolRunner:
                 ) from None
         if memory_mb < 64:
             raise ConfigError(f"invalid memory_mb={memory_mb}: must be >= 64")
+        if not (isinstance(error_chars, int) and error_chars >= _MIN_ERROR_CHARS):
+            raise ConfigError(
+                f"invalid error_chars={error_chars!r}: must be an integer >= "
+                f"{_MIN_ERROR_CHARS} (room for the start of a message and the note of its cut)"
+            )
         self.tools = {tool.name: tool for tool in tools}
-        self.memory_mb = memory_mb
+        self.memory_mb, self.error_chars = memory_mb, error_chars
         self._server: subprocess.Popen | None = None
         self._lock = threading.Lock()  # one call at a time on the server's pipe
 
@@ -82,21 +94,34 @@ class ToolRunner:
             name: list(tool.schema["parameters"]["properties"]) for name, tool in self.tools.items()
         }
 
+    @property
+    def max_result_chars(self) -> int:
+        """The most characters any result's `text` has: a tool's `output_chars` or
+        `error_chars`, whichever is larger."""
+        return max([self.error_chars, *(tool.output_chars for tool in self.tools.values())])
+
     def run(self, call: ToolCall | MalformedCall) -> ToolResult:
         """The result the model reads for `call` (never raises for the call's sake)."""
         start = time.perf_counter()
         if isinstance(call, MalformedCall):
-            return ToolResult(f"error: {call.error}", False, 0.0)
+            return self._error(f"error: {call.error}", start)
         tool = self.tools.get(call.name)
         if tool is None:
-            return ToolResult(
-                f"error: unknown tool {call.name!r}; available: {sorted(self.tools)}", False, 0.0
+            return self._error(
+                f"error: unknown tool {call.name!r}; available: {sorted(self.tools)}", start
             )
         problem = tool.check_arguments(call.arguments)
         if problem:
-            return ToolResult(f"error: {problem}", False, 0.0)
+            return self._error(f"error: {problem}", start)
         ok, text = self._call(tool, call.arguments)
+        if not ok:
+            return self._error(text, start)
         return ToolResult(text, ok, time.perf_counter() - start)
+
+    def _error(self, message: str, start: float) -> ToolResult:
+        return ToolResult(
+            _server.cut(message, self.error_chars), False, time.perf_counter() - start
+        )
 
     def _call(self, tool: Tool, arguments: dict[str, Any]) -> tuple[bool, str]:
         request = pickle.dumps(

@@ -193,6 +193,20 @@ def test_malformed_calls_are_answered_without_running_anything(runner):
     assert not result.ok and result.text == "error: the tool call is not valid JSON"
 
 
+def test_error_messages_are_cut_to_error_chars_whatever_the_model_wrote(runner):
+    """An error quotes the model's text, which has no length bound: it is cut like a
+    tool's output, so no result is longer than `max_result_chars`."""
+    long_name = call(runner, "x" * 500)
+    assert not long_name.ok and long_name.text.startswith("error: unknown tool 'xxx")
+    assert long_name.text.endswith("characters, cut]") and len(long_name.text) == 120
+    unclosed = runner.run(MalformedCall("the tool call is not closed with >>" + "!" * 300, (0, 1)))
+    assert len(unclosed.text) == runner.error_chars == 120
+    assert runner.max_result_chars == 120  # above every tool's output_chars (50)
+    assert ToolRunner([], error_chars=48).max_result_chars == 48
+    with pytest.raises(ConfigError, match=r"invalid error_chars=10: must be an integer >= 48"):
+        ToolRunner([], error_chars=10)
+
+
 # ---------------------------------------------------------------------- built-ins
 @pytest.mark.parametrize(
     ("expression", "value"),

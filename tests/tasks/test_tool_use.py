@@ -45,6 +45,22 @@ def test_a_call_is_cut_where_it_ends_and_its_result_comes_back(task):
     assert demo == "".join(episode.history[1:])
 
 
+@pytest.mark.parametrize(
+    "reply",
+    [
+        '<<calculator("1234*567")',  # not closed
+        "<<" + "z" * 300 + "()>>",  # an unknown tool with a long name
+        '<<calculator("' + "9" * 300 + '")>>',  # arguments the tool refuses, quoted back
+    ],
+)
+def test_every_feedback_fits_the_longest_feedback_the_task_promised(task, reply):
+    """The multi-turn collect sizes a turn's feedback from `longest_feedback`: errors about
+    the model's own text count too (they once overflowed it and stopped the trainer)."""
+    feedback = task.step(EXAMPLE, [EXAMPLE.prompt], reply).feedback
+    assert feedback.startswith("=error") or feedback.startswith("=")
+    assert len(feedback) <= max(len(f) for f in task.longest_feedback())
+
+
 def test_answering_without_a_call_is_scored_at_once(task):
     assert play(task, EXAMPLE, scripted("699678")).rewards == [1.0]
     assert play(task, EXAMPLE, scripted("699677")).rewards == [0.0]
