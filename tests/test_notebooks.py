@@ -162,3 +162,27 @@ def test_world_model_notebook_runs_with_a_small_budget(monkeypatch, tmp_path):
     assert 1 <= results["context"] < results["length"]
     assert results["imagined_shape"] == [8, results["length"], 4] and results["finite"]
     assert results["context_rmse_over_spread"] < 0.5, results
+
+
+def test_tool_use_notebook_is_clean():
+    nb = _read_clean("tool_use.ipynb")
+    _budget_cell(nb, "SFT_UPDATES =")
+
+
+# The tool-use notebook's budget in the test: a warm start too short to call the tool
+# reliably, two GRPO updates; what is checked is that every step runs and shows itself.
+_TOOL_USE_SMALL_BUDGET = "SFT_UPDATES = 40\nGRPO_UPDATES = 2\nNUM_EVAL = 8"
+
+
+@pytest.mark.slow
+def test_tool_use_notebook_runs_with_a_small_budget(monkeypatch, tmp_path):
+    nb = nbformat.read(NOTEBOOKS / "tool_use.ipynb", as_version=4)
+    _budget_cell(nb, "SFT_UPDATES =").source = _TOOL_USE_SMALL_BUDGET
+    text, images = _execute(nb, monkeypatch, tmp_path)
+    assert "held-out pass@1 with the calculator:" in text
+    for name in ("--- before (the SFT warm start)", "--- after GRPO"):
+        (start,) = [i for i in range(len(text)) if text.startswith(name, i)]
+        chat = text[start:]
+        assert "<|im_start|>user\n" in chat and "<|im_start|>assistant\n" in chat
+    assert len(images) == 1
+    assert (tmp_path / "runs" / "notebook-tools-grpo" / "model" / "config.json").exists()
