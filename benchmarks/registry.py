@@ -36,8 +36,8 @@ class Entry:
       seeds vmapped in one program; the value per seed is `summary[metric]`'s entry.
     * "task": the same for a language-model algorithm on its task (no env).
     * "lm_pipeline": per seed s, the default SFT warm start (`jaxrl train sft --task
-      addition`, seed s), then `algorithm` from it with `overrides`, seed s; one process
-      per stage, so seeds are sequential.
+      addition`, seed s; or with `overrides["sft"]`, a dict of SFT fields), then
+      `algorithm` from it with the other `overrides`, seed s; seeds are sequential.
     * "prm_pipeline": per seed s, an SFT warm start and a PRM from it (the value: the
       PRM's `metric`), or with a "grpo" stage two GRPO runs from the warm start too,
       outcome-only and with the PRM's step rewards for half the updates (the value: the
@@ -360,6 +360,44 @@ ENTRIES: tuple[Entry, ...] = (
         unit="pass@1 gain",
         test="test_grpo_learning.py",
         family="grpo",
+    ),
+    *(
+        Entry(
+            name=f"grpo_tool_multiply{suffix}",
+            label=f"4 x 3-digit multiplication{label}, 200 updates after a short SFT: "
+            "held-out pass@1",
+            kind="learning",
+            tier="full",
+            measures=f"GRPO on `{task}` (200 updates of 16 prompts x 8) after 120 "
+            f"SFT updates of 64 on `{sft_task}` (stop_at_train_accuracy off), same seed: "
+            "held-out greedy pass@1 per seed (before and after in the details; "
+            "train_seconds is GRPO's wall time, the target's 30 minutes)",
+            command=f"jaxrl train sft --task {sft_task} --total-steps 7680 "
+            "--stop-at-train-accuracy none --seed S --run-dir runs/sft-S && "
+            f"jaxrl train grpo --task {task} --model runs/sft-S --total-steps 25600 --seed S",
+            minutes=60,
+            runner="lm_pipeline",
+            canary="grpo",
+            algorithm="grpo",
+            seeds=5,
+            overrides={
+                "sft": {
+                    "task": sft_task,
+                    "total_steps": 120 * 64,
+                    "stop_at_train_accuracy": None,
+                },
+                "task": task,
+                "total_steps": 200 * 16 * 8,
+            },
+            metric="pass@1_after",
+            unit="pass@1",
+            test="test_tool_use.py",
+            family="grpo",
+        )
+        for suffix, label, task, sft_task in (
+            ("", " with a calculator", "tool_multiply", "tool_multiply:demos"),
+            ("_no_tools", " without tools", "multiply", "multiply"),
+        )
     ),
     Entry(
         name="ppo_lm_addition",

@@ -152,20 +152,25 @@ def run_task(entry: registry.Entry) -> dict[str, Any]:
 
 
 def run_lm_pipeline(entry: registry.Entry) -> dict[str, Any]:
-    """Per seed: the default SFT warm start, then the entry's algorithm from it."""
+    """Per seed: an SFT warm start (the default one, or with `entry.overrides["sft"]`),
+    then the entry's algorithm from it with the other overrides."""
     import jaxrl
 
+    overrides = dict(entry.overrides)
+    sft_overrides = overrides.pop("sft", {})
     per_seed, details = [], []
     for seed in range(entry.seeds):
         with tempfile.TemporaryDirectory() as tmp:
             sft_dir = pathlib.Path(tmp) / "sft"
-            warm = jaxrl.train("sft", seed=seed, progress=False, run_dir=str(sft_dir)).summary
+            warm = jaxrl.train(
+                "sft", seed=seed, progress=False, run_dir=str(sft_dir), **sft_overrides
+            ).summary
             summary = jaxrl.train(
                 entry.algorithm,
                 model=str(sft_dir),
                 seed=seed,
                 progress=False,
-                **entry.overrides,
+                **overrides,
             ).summary
         if entry.metric == "pass@1_gain":
             value = summary["pass@1_after"] - summary["pass@1_before"]
