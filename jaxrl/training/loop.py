@@ -135,6 +135,7 @@ def _train_locked(
         compile_clock,
         run.agent_execution,
         run.check_memory,
+        run.num_devices,
     )
     if start_update < algo.num_updates and not algo.staged:
         stepper.compile(state, min(chunk, algo.num_updates - start_update))

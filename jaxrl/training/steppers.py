@@ -11,6 +11,8 @@ TPU slice it does not have.
 * `FusedStepper`: K `update`s as one compiled program per chunk length.
 * `StagedStepper`: K x ([host `prepare` ->] jit `collect` [-> host `respond` -> jit
   `collect` ...] -> host `process` -> jit `learn`).
+* `AsyncStagedStepper` (`async_stages.py`): the same phases with the sampler on its own
+  devices, K policy versions behind the learner.
 
 What a chunk is (its length) is decided in `run_config.py`; what happens between
 chunks (logging, checkpoints, signals) in `loop.py`.
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -33,6 +35,9 @@ from . import mesh as mesh_lib
 from .contract import Algorithm
 from .progress import Clock
 from .run_config import RunConfig
+
+if TYPE_CHECKING:  # async_stages imports this module
+    from .async_stages import AsyncStagedStepper
 
 
 # ---------------------------------------------------------------------------- agents
@@ -126,6 +131,11 @@ def chunk_program(
 
 
 # ---------------------------------------------------------------------------- programs
+STAGED_PROGRAMS = ("collect", "learn", "async_collect", "async_learn")
+"""The jitted methods of a staged algorithm: its `collect` and `learn`, and in
+asynchronous mode (`async_stages.py`) the sampler's and the learner's."""
+
+
 class PhaseProgram(NamedTuple):
     """One phase's program, traced and lowered for one set of argument shapes."""
 
@@ -147,7 +157,7 @@ def lower_phase(
     length: int = 1,
     execution: str = "vmap",
 ) -> PhaseProgram:
-    """The program of `phase` (`"update"`, `"collect"` or `"learn"`) for abstract `args`
+    """The program of `phase` (`"update"` or one of `STAGED_PROGRAMS`) for abstract `args`
     (the state, then the phase's inputs, as sharded `jax.ShapeDtypeStruct`s).
 
     `(state, *inputs) -> (state, outputs)` jitted with the state's `shardings` in and
@@ -161,10 +171,10 @@ def lower_phase(
     """
     if phase == "update":
         fn = chunk_program(algo, num_agents, length, execution, mesh, shardings)
-    elif phase in ("collect", "learn"):
+    elif phase in STAGED_PROGRAMS:
         fn = agents_fn(getattr(algo, phase), num_agents)
     else:
-        raise ValueError(f"invalid phase={phase!r}: one of ['update', 'collect', 'learn']")
+        raise ValueError(f"invalid phase={phase!r}: one of {['update', *STAGED_PROGRAMS]}")
     program = jax.jit(
         fn,
         in_shardings=(shardings, *input_shardings),
@@ -401,9 +411,18 @@ def make_stepper(
     compile_clock: Clock,
     execution: str,
     check_memory: bool = False,
-) -> FusedStepper | StagedStepper:
-    """The stepper for `algo.phases`: fused (`update`) or staged; with `check_memory`,
-    each program is checked against the memory available before it first runs."""
+    num_devices: int | None = None,
+) -> FusedStepper | StagedStepper | AsyncStagedStepper:
+    """The stepper for `algo.phases`: fused (`update`), staged, or staged with the
+    sampler on its own devices (`async_staleness` >= 1, `async_stages.py`, which splits
+    the run's `num_devices`); with `check_memory`, each program is checked against the
+    memory available before it first runs."""
+    if algo.async_staleness:
+        from .async_stages import AsyncStagedStepper
+
+        return AsyncStagedStepper(
+            algo, num_agents, mesh, shardings, compile_clock, num_devices, check_memory
+        )
     if algo.staged:
         return StagedStepper(algo, num_agents, mesh, shardings, compile_clock, check_memory)
     return FusedStepper(algo, num_agents, mesh, shardings, compile_clock, execution, check_memory)
