@@ -1,9 +1,11 @@
 """Asynchronous sampler and learner (`jaxrl/training/async_stages.py`): the schedule, the
 staleness bound, checkpoints of the rows in flight, and the errors of bad input.
 
-The runs need 2 devices (sampler 1, learner 1): they run in one subprocess started with
+The runs need 2 devices (sampler 1, learner 1): they run in a subprocess started with
 `--xla_force_host_platform_device_count=2` (`_scenarios/async_runs.py`, tiny GRPO and
-PPO-LM on 2-digit addition, a few updates each), shared by the tests of this module.
+PPO-LM on 2-digit addition, 3-4 updates each). The default tier shares one subprocess
+(the schedule, the guard, the plan); the slow tier another (a slow reward and a stalled
+sampler, resume, PPO-LM and re-scoring on the learner: more runs, each compiled).
 """
 
 from __future__ import annotations
@@ -101,10 +103,8 @@ def test_async_flags_for_an_algorithm_without_a_sampler_say_so(algorithm, capsys
 
 
 # ---------------------------------------------------------------------------- runs
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict:
+def _scenarios(tmp_path_factory, *scenarios: str) -> dict:
     out = tmp_path_factory.mktemp("async") / "runs.json"
-    scenarios = ["schedule", "delays", "resume", "guard", "variants", "plan"]
     subprocess.run(
         [sys.executable, str(SCRIPT), str(out), *scenarios],
         env=scenario_env(2),
@@ -112,6 +112,18 @@ def runs(tmp_path_factory) -> dict:
         timeout=900,
     )
     return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict:
+    """The schedule at K = 1 and 2, the bound's guard and the plan (default tier)."""
+    return _scenarios(tmp_path_factory, "schedule", "guard", "plan")
+
+
+@pytest.fixture(scope="module")
+def slow_runs(tmp_path_factory) -> dict:
+    """Delays, resume and PPO-LM / re-scoring variants: more runs (the slow tier)."""
+    return _scenarios(tmp_path_factory, "schedule", "delays", "resume", "variants")
 
 
 def test_the_learner_learns_from_batches_exactly_k_versions_old(runs):
@@ -124,15 +136,17 @@ def test_the_learner_learns_from_batches_exactly_k_versions_old(runs):
     assert {"rollout_ratio", "rollout_kl"} <= set(runs["k1"]["keys"])
 
 
-def test_a_slow_reward_and_a_stalled_sampler_change_nothing_learned(runs):
-    assert runs["delayed"]["staleness"] == runs["k1"]["staleness"]
-    assert runs["delayed"]["fingerprint"] == runs["k1"]["fingerprint"]
+@pytest.mark.slow
+def test_a_slow_reward_and_a_stalled_sampler_change_nothing_learned(slow_runs):
+    assert slow_runs["delayed"]["staleness"] == slow_runs["k1"]["staleness"]
+    assert slow_runs["delayed"]["fingerprint"] == slow_runs["k1"]["fingerprint"]
 
 
-def test_a_resumed_run_learns_from_the_checkpointed_rows_and_ends_bit_exact(runs):
-    assert runs["first"]["staleness"] == [0, 1]
-    assert runs["resumed"]["staleness"] == [0, 1, 2, 2]  # history + the resumed updates
-    assert runs["resumed"]["fingerprint"] == runs["whole"]["fingerprint"]
+@pytest.mark.slow
+def test_a_resumed_run_learns_from_the_checkpointed_rows_and_ends_bit_exact(slow_runs):
+    assert slow_runs["first"]["staleness"] == [0, 1]
+    assert slow_runs["resumed"]["staleness"] == [0, 1, 2, 2]  # history + the resumed ones
+    assert slow_runs["resumed"]["fingerprint"] == slow_runs["whole"]["fingerprint"]
 
 
 def test_a_batch_older_than_the_bound_is_never_learned_from(runs):
@@ -142,11 +156,12 @@ def test_a_batch_older_than_the_bound_is_never_learned_from(runs):
     assert max(guarded["staleness"]) <= 1
 
 
-def test_ppo_lm_and_grpo_rescoring_on_the_learner_run_asynchronously(runs):
+@pytest.mark.slow
+def test_ppo_lm_and_grpo_rescoring_on_the_learner_run_asynchronously(slow_runs):
     for name in ("ppo_lm", "grpo_kl_epochs"):
-        assert runs[name]["staleness"] == [0, 1, 1], name
-        assert all(np.isfinite(runs[name]["loss"])), name
-    assert "kl" in runs["grpo_kl_epochs"]["keys"]
+        assert slow_runs[name]["staleness"] == [0, 1, 1], name
+        assert all(np.isfinite(slow_runs[name]["loss"])), name
+    assert "kl" in slow_runs["grpo_kl_epochs"]["keys"]
 
 
 def test_plan_compiles_the_sampler_and_the_learner_on_disjoint_sub_meshes(runs):
