@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -35,9 +35,6 @@ from . import mesh as mesh_lib
 from .contract import Algorithm
 from .progress import Clock
 from .run_config import RunConfig
-
-if TYPE_CHECKING:  # async_stages imports this module
-    from .async_stages import AsyncStagedStepper
 
 
 # ---------------------------------------------------------------------------- agents
@@ -411,18 +408,11 @@ def make_stepper(
     compile_clock: Clock,
     execution: str,
     check_memory: bool = False,
-    num_devices: int | None = None,
-) -> FusedStepper | StagedStepper | AsyncStagedStepper:
-    """The stepper for `algo.phases`: fused (`update`), staged, or staged with the
-    sampler on its own devices (`async_staleness` >= 1, `async_stages.py`, which splits
-    the run's `num_devices`); with `check_memory`, each program is checked against the
-    memory available before it first runs."""
-    if algo.async_staleness:
-        from .async_stages import AsyncStagedStepper
-
-        return AsyncStagedStepper(
-            algo, num_agents, mesh, shardings, compile_clock, num_devices, check_memory
-        )
+) -> FusedStepper | StagedStepper:
+    """The stepper for `algo.phases`: fused (`update`) or staged; with `check_memory`,
+    each program is checked against the memory available before it first runs (an
+    asynchronous staged algorithm gets `async_stages.AsyncStagedStepper` instead,
+    which builds on this module: `loop.py` chooses)."""
     if algo.staged:
         return StagedStepper(algo, num_agents, mesh, shardings, compile_clock, check_memory)
     return FusedStepper(algo, num_agents, mesh, shardings, compile_clock, execution, check_memory)
