@@ -663,6 +663,15 @@ class RolloutAlgorithm(LMAlgorithm):
         take none or all of them."""
         c = self.config
         devices = mesh_lib.select_devices(num_devices)
+        if jax.process_count() > 1:
+            # Not built yet: XLA's CPU and GPU runtimes cannot copy parameters between
+            # the different device sets of two sub-meshes across processes (device_put
+            # refuses such a cross-host reshard), so the copy would go through the hosts.
+            raise ConfigError(
+                f"invalid async_staleness={c.async_staleness}: asynchronous mode runs in "
+                f"one process for now (this run has {jax.process_count()}); use "
+                "async_staleness=0 for a multi-process run"
+            )
         if len(devices) < 2:
             raise ConfigError(
                 f"invalid async_staleness={c.async_staleness}: asynchronous mode needs at "

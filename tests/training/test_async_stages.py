@@ -14,6 +14,7 @@ import json
 import subprocess
 import sys
 
+import jax
 import numpy as np
 import pytest
 
@@ -83,6 +84,13 @@ def test_async_mode_on_one_device_is_refused_before_compilation():
     algo = _grpo(async_staleness=1)
     with pytest.raises(ConfigError, match=r"async_staleness=1.*at least 2 devices"):
         algo.make_mesh(1)
+
+
+def test_async_mode_across_processes_is_refused_for_now(monkeypatch):
+    algo = _grpo(async_staleness=1)
+    monkeypatch.setattr(jax, "process_count", lambda: 2)
+    with pytest.raises(ConfigError, match=r"async_staleness=1: .*one process for now"):
+        algo.make_mesh(None)
 
 
 def test_async_mode_on_a_multi_turn_task_is_refused():
