@@ -131,7 +131,7 @@ def runs(tmp_path_factory) -> dict:
 @pytest.fixture(scope="module")
 def slow_runs(tmp_path_factory) -> dict:
     """Delays, resume and PPO-LM / re-scoring variants: more runs (the slow tier)."""
-    return _scenarios(tmp_path_factory, "schedule", "delays", "resume", "variants")
+    return _scenarios(tmp_path_factory, "schedule", "delays", "resume", "sigterm", "variants")
 
 
 def test_the_learner_learns_from_batches_exactly_k_versions_old(runs):
@@ -155,6 +155,13 @@ def test_a_resumed_run_learns_from_the_checkpointed_rows_and_ends_bit_exact(slow
     assert slow_runs["first"]["staleness"] == [0, 1]
     assert slow_runs["resumed"]["staleness"] == [0, 1, 2, 2]  # history + the resumed ones
     assert slow_runs["resumed"]["fingerprint"] == slow_runs["whole"]["fingerprint"]
+
+
+@pytest.mark.slow
+def test_a_sigterm_stops_at_a_checkpoint_and_the_resumed_run_ends_bit_exact(slow_runs):
+    assert slow_runs["stopped"].startswith("SIGTERM received: stopped at update "), slow_runs
+    assert slow_runs["after_signal"]["staleness"] == [0, 1, 2, 2]
+    assert slow_runs["after_signal"]["fingerprint"] == slow_runs["uninterrupted"]["fingerprint"]
 
 
 def test_a_batch_older_than_the_bound_is_never_learned_from(runs):

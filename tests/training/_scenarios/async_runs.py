@@ -105,6 +105,36 @@ def resume() -> dict:
     return {"first": first, "resumed": second, "whole": whole}
 
 
+def sigterm() -> dict:
+    """SIGTERM once the first checkpoint is written (as a scheduler sends it), then
+    `resume`, against the uninterrupted run."""
+    import os
+    import signal
+    import threading
+
+    from jaxrl.training.loop import TrainingInterrupted
+
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = pathlib.Path(tmp) / "run"
+
+        def signal_after_first_checkpoint() -> None:
+            checkpoints = run_dir / "checkpoints"
+            while not (
+                checkpoints.exists() and any(p.name.isdigit() for p in checkpoints.iterdir())
+            ):
+                time.sleep(0.01)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        threading.Thread(target=signal_after_first_checkpoint, daemon=True).start()
+        try:
+            run(async_staleness=2, run_dir=str(run_dir))
+            stopped = "not stopped"
+        except TrainingInterrupted as err:
+            stopped = str(err)
+        resumed = run(async_staleness=2, run_dir=str(run_dir), resume=True)
+    return {"stopped": stopped, "after_signal": resumed, "uninterrupted": run(async_staleness=2)}
+
+
 def guard() -> dict:
     """A queued batch far older than the bound (as if restored from elsewhere) is dropped
     and replaced by one sampled by the current version."""
@@ -161,6 +191,7 @@ SCENARIOS = {
     "delays": delays,
     "resume": resume,
     "guard": guard,
+    "sigterm": sigterm,
     "variants": variants,
 }
 
