@@ -40,6 +40,13 @@ P DDP processes under `torchrun` (gloo) with `--threads / P` threads each, and
 `gradient_accumulation_steps = steps_per_generation = M` (one generation of all rows
 per optimiser step); labelled `trl-pP-mbM` (`trl` for 1x1).
 
+Asynchronous rows (`--async-staleness 1 2`, the default; none to skip): jaxrl with the
+sampler on one XLA CPU device and the learner on the other, K policy versions apart
+(`workers/jaxrl_grpo_async.py`, the driver's `AsyncStagedStepper`), labelled `jaxrl-aK`.
+Beside each, the floors that bound it: each phase alone on its one device (their sum
+is an update with no overlap, their max one with full overlap), and the synchronous
+phases on two devices (`jaxrl-d2`).
+
 Each measurement is a fresh worker process printing one JSON line; per length, the two
 libraries run back to back, the first one alternating over `--repeats`. The first
 `--warmup` steps of every run are excluded (jaxrl's first one is its compile pass).
@@ -246,6 +253,7 @@ def summarise_run(run: dict[str, Any], shape: dict[str, Any]) -> dict[str, Any]:
         "flops_source": flops_source,
         "torch_flop_counter_check": counter,
         "matmul_floor_ms": _floor_ms(run.get("matmul_floor")),
+        "async_ms": run.get("async_ms"),
         "load_average_at_start": run["load_average_at_start"],
     }
 
@@ -282,6 +290,10 @@ def summarise_cell(runs: list[dict[str, Any]]) -> dict[str, Any]:
         {phase: statistics.median(f[phase] for f in floors) for phase in floors[0]}
         if floors
         else None
+    )
+    timed = [r["async_ms"] for r in runs if r.get("async_ms")]
+    out["async_ms"] = (
+        {name: statistics.median(t[name] for t in timed) for name in timed[0]} if timed else None
     )
     out["load_average_max"] = max(r["load_average_at_start"] for r in runs)
     return out
@@ -427,6 +439,8 @@ def print_tables(result: dict[str, Any]) -> None:
                     f"learning {floor['learning']:.1f} ms (measured "
                     f"{c['phase_ms']['learning']:.1f}){best}"
                 )
+            if c.get("async_ms"):
+                print(_async_floor_line(c, group))
             check = c.get("torch_flop_counter_check")
             if check:
                 print(
@@ -441,6 +455,29 @@ def print_tables(result: dict[str, Any]) -> None:
     )
 
 
+def _async_floor_line(cell: dict[str, Any], group: list[dict[str, Any]]) -> str:
+    """The floors that bound an asynchronous row: each phase alone on its one device
+    (serial sum: no overlap; max: full overlap), and the synchronous phases on two
+    devices (`jaxrl-d2`), which the asynchronous layout competes with."""
+    a = cell["async_ms"]
+    gap = a["serial"] - a["pipelined_floor"]
+    overlap = f"{100 * (a['serial'] - a['step']) / gap:.0f}%" if gap > 0 else "n/a"
+    line = (
+        f"    asynchronous: pipelined step {a['step']:.1f} ms; each phase alone on one device: "
+        f"sampling {a['sampling_alone']:.1f} + rewards {a['rewards_alone']:.1f}, "
+        f"learning {a['learning_alone']:.1f} -> serial {a['serial']:.1f}, pipelined floor "
+        f"{a['pipelined_floor']:.1f} (overlap reached {overlap})"
+    )
+    sync = next((c for c in group if c["library"] == "jaxrl-d2"), None)
+    if sync is not None:
+        phases = sync["phase_ms"]
+        line += (
+            f"; synchronous on two devices: sampling {phases['sampling']:.1f}, learning "
+            f"{phases['learning']:.1f}, step {sync['step_ms']:.1f}"
+        )
+    return line
+
+
 # ----------------------------------------------------------------------------- main
 def _trl_launcher(trl_python: Path, processes: int) -> list[str]:
     """The command that runs TRL's worker: its venv's python, or torchrun with
@@ -452,6 +489,8 @@ def _trl_launcher(trl_python: Path, processes: int) -> list[str]:
 
 def _layout(job: dict[str, Any]) -> str:
     """How a worker splits the machine and the update, for the progress line."""
+    if "staleness" in job:
+        return f"sampler on 1 XLA CPU device, learner on 1, staleness {job['staleness']}"
     micro = f"{job['micro_batches']} micro-batch(es)"
     if job.get("processes", 1) > 1 and "cpu_devices" in job:
         return f"{job['processes']} JAX processes of 1 core and 1 device each, {micro}"
@@ -517,6 +556,14 @@ def run_benchmark(args: argparse.Namespace, trl_python: Path | None) -> dict[str
                         },
                     )
                     for parallel, micro, processes in args.jaxrl_layouts
+                ]
+                jobs += [
+                    (
+                        [sys.executable],
+                        "jaxrl_grpo_async.py",
+                        {**common, "model_dir": str(shared / "model"), "staleness": k},
+                    )
+                    for k in args.async_staleness
                 ]
                 if trl_python is not None:
                     jobs += [
@@ -637,6 +684,14 @@ def main(argv: list[str] | None = None) -> int:
         default=[parse_layout(x) for x in DEFAULT_LAYOUTS],
         help="TRL layouts PxM: P DDP processes under torchrun (threads / P each), M "
         "gradient-accumulation steps",
+    )
+    p.add_argument(
+        "--async-staleness",
+        type=int,
+        nargs="*",
+        default=[1, 2],
+        help="jaxrl asynchronous rows (jaxrl-aK): sampler on one XLA CPU device, learner on "
+        "the other, K policy versions apart (none: no asynchronous rows)",
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--skip-trl", action="store_true")

@@ -59,6 +59,7 @@ def _run_command(argv: list[str], debug: bool) -> int:
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # named by the command's parser: `see jaxrl train ppo --help`
         command = getattr(args, "handler", None)
+        _refuse_async_flags(parser.command_parsers.get(command, parser), args, unknown)
         parser.command_parsers.get(command, parser).error(
             f"unrecognized arguments: {' '.join(unknown)}"
         )
@@ -93,6 +94,28 @@ def _run_command(argv: list[str], debug: bool) -> int:
             file=sys.stderr,
         )
         return 1
+
+
+ASYNC_FLAGS = ("--async-staleness", "--sampler-devices")
+"""The flags of asynchronous sampling (`jaxrl/training/async_stages.py`): fields of the
+algorithms that sample their own data, refused by name for the others."""
+
+
+def _refuse_async_flags(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, unknown: list[str]
+) -> None:
+    """An asynchronous-sampling flag given to an algorithm without that mode (SFT and DPO:
+    fixed data) is an error that says so, rather than an unrecognized argument."""
+    given = [flag.split("=")[0] for flag in unknown if flag.split("=")[0] in ASYNC_FLAGS]
+    algorithm = getattr(args, "algorithm", None)
+    if given and algorithm is not None:
+        field = given[0].lstrip("-").replace("-", "_")
+        parser.error(
+            f"invalid {field}: {algorithm} has no asynchronous mode (SFT and DPO learn from "
+            "fixed data, with no sampler to run apart); async_staleness and sampler_devices "
+            "are fields of the algorithms that sample their own completions (grpo, ppo-lm "
+            "and their variants)"
+        )
 
 
 def _exit_now(signum: int, frame: Any) -> typing.NoReturn:

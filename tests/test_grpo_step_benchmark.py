@@ -58,3 +58,21 @@ def test_target_is_judged_on_each_librarys_fastest_layout() -> None:
     assert best["met"] is True  # 2.0x against the 2x target at 8 tokens
     # Only the fastest pair is judged: jaxrl-d2 / trl-p2 is 2.5x but says nothing.
     assert all(r["met"] is None for r in pairs if not r["best"])
+
+
+def test_an_async_row_prints_the_floors_that_bound_it() -> None:
+    async_ms = {
+        "step": 70.0,
+        "sampling_alone": 40.0,
+        "rewards_alone": 10.0,
+        "learning_alone": 50.0,
+        "serial": 100.0,
+        "pipelined_floor": 50.0,
+    }
+    cell = {**_cell("jaxrl-a1", 9000.0), "async_ms": async_ms}
+    sync = {**_cell("jaxrl-d2", 8000.0), "phase_ms": {"sampling": 30.0, "learning": 35.0}}
+    sync["step_ms"] = 75.0
+    line = grpo_step._async_floor_line(cell, [cell, sync])
+    assert "pipelined step 70.0 ms" in line
+    assert "serial 100.0, pipelined floor 50.0 (overlap reached 60%)" in line
+    assert "synchronous on two devices: sampling 30.0, learning 35.0, step 75.0" in line

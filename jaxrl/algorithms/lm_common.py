@@ -344,10 +344,13 @@ class LMAlgorithm(Algorithm):
 
     # ------------------------------------------------------------------ mesh hooks
     def make_mesh(self, num_devices: int | None) -> Mesh:
-        """`data x fsdp x tensor` over the first `num_devices` devices; `mesh_fsdp` and
-        `mesh_tensor` from the config, `data` the rest."""
+        """`data x fsdp x tensor` over the first `num_devices` devices (`mesh_on`)."""
+        return self.mesh_on(mesh_lib.select_devices(num_devices))
+
+    def mesh_on(self, devices: Sequence[Any]) -> Mesh:
+        """`data x fsdp x tensor` over `devices`; `mesh_fsdp` and `mesh_tensor` from the
+        config, `data` the rest."""
         c = self.config
-        devices = mesh_lib.select_devices(num_devices)
         cfg.check(
             len(devices) % (c.mesh_fsdp * c.mesh_tensor) == 0,
             "mesh_fsdp",

@@ -50,6 +50,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import struct
+from jax.sharding import Mesh
 
 from jaxrl import config as cfg
 from jaxrl import prng, tasks
@@ -64,6 +65,7 @@ from jaxrl.algorithms.lm_common import (
 )
 from jaxrl.config import ConfigError
 from jaxrl.lm import Transformer, decode_completions, token_logprobs
+from jaxrl.lm import sharding as lm_sharding
 from jaxrl.lm.config import SUPPORTED_DTYPES
 from jaxrl.minibatches import run_epochs
 from jaxrl.objectives import (
@@ -91,6 +93,7 @@ from jaxrl.objectives import (
 )
 from jaxrl.rewards import blocks as reward_blocks
 from jaxrl.tasks.metrics import pass_at_k
+from jaxrl.training import mesh as mesh_lib
 
 logger = logging.getLogger(__name__)
 
@@ -177,6 +180,15 @@ class LMRLConfig(LMConfig):
     sampler_dtype: str | None = None
     """Compute dtype of the sampler's forward passes, with its own cast copy of the
     parameters (e.g. bfloat16, as pods sample; None: the learner's `dtype`)."""
+    # -- asynchronous sampler and learner (jaxrl/training/async_stages.py, docs/lm.md)
+    async_staleness: int = 0
+    """K: the policy versions between the parameters that sampled a row and the ones
+    that learn from it. 0: the synchronous algorithm. K >= 1: the sampler runs on its
+    own devices (`sampler_devices`) exactly K versions behind the learner, sampling the
+    batch of update u + K while the learner learns from the batch of update u."""
+    sampler_devices: int = 1
+    """With async_staleness >= 1: the sampler's devices (the first this many; the
+    learner gets the rest)."""
     kl: str = dataclasses.field(default="k3+", metadata={"choices": KL_ESTIMATORS.names()})
     """KL estimator to the reference policy: k1, k2, k3 or k3+ (see jaxrl/objectives/kl.py)."""
     kl_coef: float = 0.0
@@ -288,6 +300,21 @@ class LMRLConfig(LMConfig):
         )
         if self.sampler_dtype is not None:
             cfg.check_choice(self, "sampler_dtype", SUPPORTED_DTYPES)
+        for name in ("async_staleness", "sampler_devices"):
+            value = getattr(self, name)
+            cfg.check(isinstance(value, int) and not isinstance(value, bool), name, value, "an int")
+        cfg.check(
+            self.async_staleness >= 0,
+            "async_staleness",
+            self.async_staleness,
+            ">= 0 (0: synchronous; K >= 1: the sampler K policy versions behind)",
+        )
+        cfg.check(
+            self.sampler_devices >= 1,
+            "sampler_devices",
+            self.sampler_devices,
+            ">= 1 and fewer than the devices (the learner needs the rest)",
+        )
         for name in ("kl_coef", "ent_coef", "overlong_cache", "dynamic_sampling"):
             cfg.check(getattr(self, name) >= 0, name, getattr(self, name), ">= 0")
         cfg.check(
@@ -432,6 +459,13 @@ class RolloutAlgorithm(LMAlgorithm):
                 c.dtype,
             )
         self.clock = SamplingClock()
+        self.async_staleness = c.async_staleness
+        if self.async_staleness and self.multi_turn:
+            raise ConfigError(
+                f"invalid async_staleness={c.async_staleness}: 0 on the multi-turn task "
+                f"{c.task!r} (asynchronous mode samples single-turn completions; a multi-turn "
+                "episode's rounds are not pipelined)"
+            )
 
     def _longest_prompt_and_answer(self) -> tuple[int, int]:
         """Tokens of the task's longest prompt (with bos) and longest answer + eos."""
@@ -565,10 +599,11 @@ class RolloutAlgorithm(LMAlgorithm):
     def rescore(self, state: Any, params: Any, tokens, mask) -> dict[str, jax.Array]:
         """The completions of rows `tokens` under the policy `params` that sampled them:
         `old_logp` (the ratio's denominator) and `old_entropy`, unless the loss's forward
-        pass provides them (`config.rescores_in_loss`), and the reference's `ref_logp`
+        pass provides them (`config.rescores_in_loss`) or the learner does (asynchronous mode:
+        `async_learn`), and the reference's `ref_logp`
         when there is a KL term; each (rows, completion length)."""
         scored = {}
-        if not self.config.rescores_in_loss:
+        if not self.config.rescores_in_loss and not self.async_staleness:
             logp, entropy = self.completion_logprobs(params, tokens, mask, with_entropy=True)
             scored = {"old_logp": logp, "old_entropy": entropy}
         if self.uses_reference:
@@ -594,6 +629,95 @@ class RolloutAlgorithm(LMAlgorithm):
         if with_entropy:
             return completion(out[0]), completion(out[1])
         return completion(out)
+
+    # ------------------------------------------------------------------ asynchronous mode
+    # The hooks `jaxrl/training/async_stages.py` drives when `async_staleness` >= 1.
+    sampler_fields = ("params", "key", "update_step", "hparams", "base_params", "ref_params")
+    """The state fields `collect` reads: all the sampler's sub-mesh receives."""
+
+    def make_mesh(self, num_devices: int | None) -> Mesh:
+        """The learner's mesh: all `num_devices` devices, or in asynchronous mode the
+        ones after the sampler's (`async_devices`)."""
+        if not self.async_staleness:
+            return super().make_mesh(num_devices)
+        return self.mesh_on(self.async_devices(num_devices)[1])
+
+    def sampler_mesh(self, num_devices: int | None) -> Mesh:
+        """The sampler's mesh: its `sampler_devices` devices on the `data` axis, so that
+        the parameters are replicated and each device samples its share of the rows
+        (decoding reads every weight per token: no collectives inside the loop)."""
+        devices = self.async_devices(num_devices)[0]
+        rows = self.prompts_per_update
+        cfg.check(
+            rows % len(devices) == 0,
+            "sampler_devices",
+            len(devices),
+            f"a divisor of the {rows} prompts sampled per update (each sampler device "
+            "takes an equal share)",
+        )
+        return lm_sharding.make_mesh(len(devices), 1, 1, devices=devices)
+
+    def async_devices(self, num_devices: int | None) -> tuple[list[Any], list[Any]]:
+        """`(sampler devices, learner devices)`: the first `sampler_devices` of the run's
+        devices and the rest. A `ConfigError` on one device, or when the sampler would
+        take none or all of them."""
+        c = self.config
+        devices = mesh_lib.select_devices(num_devices)
+        if jax.process_count() > 1:
+            # Not built yet: XLA's CPU and GPU runtimes cannot copy parameters between
+            # the different device sets of two sub-meshes across processes (device_put
+            # refuses such a cross-host reshard), so the copy would go through the hosts.
+            raise ConfigError(
+                f"invalid async_staleness={c.async_staleness}: asynchronous mode runs in "
+                f"one process for now (this run has {jax.process_count()}); use "
+                "async_staleness=0 for a multi-process run"
+            )
+        if len(devices) < 2:
+            raise ConfigError(
+                f"invalid async_staleness={c.async_staleness}: asynchronous mode needs at "
+                f"least 2 devices (the sampler's and the learner's), but the run has "
+                f"{len(devices)}; use async_staleness=0 on one device"
+            )
+        cfg.check(
+            1 <= c.sampler_devices < len(devices),
+            "sampler_devices",
+            c.sampler_devices,
+            f"in [1, {len(devices) - 1}] (of the run's {len(devices)} devices; the learner "
+            "takes the rest)",
+        )
+        return devices[: c.sampler_devices], devices[c.sampler_devices :]
+
+    def sampler_view(self, state: Any) -> Any:
+        """`state` with only the `sampler_fields` (the others None, so neither the
+        optimiser state nor a critic is copied to the sampler)."""
+        return state.replace(
+            **{f.name: None for f in dataclasses.fields(state) if f.name not in self.sampler_fields}
+        )
+
+    def async_collect(
+        self, view: Any, batch_index: jax.Array, prompts: dict[str, jax.Array]
+    ) -> tuple[Any, dict[str, jax.Array]]:
+        """`collect` by the sampler (one agent): `(view, collected)`. `view` holds the
+        parameters of the version that samples batch `batch_index`, with the key
+        `fold_in(view.key, batch_index)`, so that two batches sampled by one version
+        draw different completions and a resumed run draws the same ones; it is
+        returned unchanged (its frozen fields stay on the sampler)."""
+        keyed = view.replace(key=jax.random.fold_in(view.key, batch_index))
+        return view, self.collect(keyed, prompts)[1]
+
+    def async_learn(self, state: Any, batch: dict[str, jax.Array]) -> tuple[Any, dict]:
+        """`learn` from a batch some versions old (one agent). The ratio's denominator
+        is the learner's *current* policy, as AReaL's decoupled objective (Fu et al.
+        2025) has it: the proximal policy the clip keeps the update near, re-scored here
+        (or by the loss's own pass with `rescores_in_loss`); the sampler's log-probs stay
+        the behaviour policy's, which `rollout_correction` weighs against it."""
+        if not self.config.rescores_in_loss:
+            params = self.model_params(state.params, state.base_params)
+            logp, entropy = self.completion_logprobs(
+                params, batch["tokens"], batch["mask"], with_entropy=True
+            )
+            batch = {**batch, "old_logp": logp, "old_entropy": entropy}
+        return self.learn(state, jax.tree.map(jax.lax.stop_gradient, batch))
 
     # ------------------------------------------------------------------ phase 2: rewards
     def process(self, collected: dict[str, np.ndarray], host_state: dict[str, Any]):
@@ -858,8 +982,10 @@ class RolloutAlgorithm(LMAlgorithm):
         `rollout_correction`, or a sampler in another dtype than the learner (whose
         mismatch the `rollout_*` metrics then show even uncorrected)."""
         c = self.config
-        return c.rollout_correction != "none" or (
-            c.sampler_dtype is not None and c.sampler_dtype != c.dtype
+        return (
+            c.rollout_correction != "none"
+            or c.async_staleness > 0
+            or (c.sampler_dtype is not None and c.sampler_dtype != c.dtype)
         )
 
     def rollout_correction(

@@ -29,8 +29,8 @@ import jax
 import numpy as np
 
 from jaxrl.lm.model import KVCache
+from jaxrl.training import async_stages, steppers
 from jaxrl.training import mesh as mesh_lib
-from jaxrl.training import steppers
 from jaxrl.training.agents import init_agents, make_agents
 from jaxrl.training.contract import Algorithm
 from jaxrl.training.run_config import RunConfig, chunk_length
@@ -53,8 +53,11 @@ def plan_steps(
     Its `steps` are futures until `resolve`."""
     agents = make_agents(algo, run)
     n = agents.num_agents
+    sampler_mesh = None
     with mesh_lib.target_devices(target.devices):
         mesh = algo.make_mesh(run.num_devices)
+        if algo.async_staleness:
+            sampler_mesh = algo.sampler_mesh(run.num_devices)
     check_model_dims(algo, mesh)
     abstract = jax.eval_shape(
         lambda k, h: init_agents(algo, k, h, None), agents.keys, agents.hparams
@@ -62,9 +65,13 @@ def plan_steps(
     shardings = algo.state_sharding(abstract, mesh, n)
     state = _with_shardings(abstract, shardings)
     steps = _Steps(algo, state, shardings, mesh, n, compile_steps, pool)
+    moved = None
     if algo.phases == ("update",):
         length = chunk_length(run, algo.steps_per_update, algo.num_updates)
         steps.add("update", type(algo).update, (), length=length, execution=run.agent_execution)
+    elif sampler_mesh is not None:
+        _async_steps(algo, run, steps, sampler_mesh)
+        moved = async_stages.weight_update_bytes(algo, abstract)
     else:
         _staged_steps(algo, run, steps)
     return Plan(
@@ -75,6 +82,8 @@ def plan_steps(
         steps=steps.plans,
         model=_describe_model(algo),
         overrides={},
+        sampler_mesh=None if sampler_mesh is None else dict(sampler_mesh.shape),
+        weight_update_bytes=moved,
     )
 
 
@@ -189,6 +198,37 @@ def _staged_steps(algo: Algorithm, run: RunConfig, steps: _Steps) -> None:
         collected = jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), out)
     batch, _, _ = algo.process(collected, host_state)
     steps.add("learn", cls.learn, (_host_spec(algo, batch, mesh, n),))
+
+
+def _async_steps(algo: Algorithm, run: RunConfig, steps: _Steps, sampler_mesh: Any) -> None:
+    """Asynchronous mode (`jaxrl/training/async_stages.py`): the sampler's
+    `async_collect` on its own mesh, over the state's `sampler_view` laid out there,
+    and the learner's `async_learn` on the run's mesh, as the driver compiles them."""
+    cls, n = type(algo), steps.num_agents
+    view = algo.sampler_view(steps.state)
+    view = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), view)
+    view_shardings = algo.state_sharding(view, sampler_mesh, n)
+    sampler = _Steps(
+        algo,
+        _with_shardings(view, view_shardings),
+        view_shardings,
+        sampler_mesh,
+        n,
+        steps.compile_steps,
+        steps.pool,
+    )
+    sampler.plans = steps.plans  # one list, in the order the steps run
+    raw, host_state = algo.prepare(algo.init_host_state(run.seed, n))
+    index = jax.ShapeDtypeStruct((n,), np.int32, sharding=mesh_lib.replicated(sampler_mesh))
+    inputs = (index, _host_spec(algo, raw, sampler_mesh, n))
+    with jax.set_mesh(sampler_mesh):
+        fn = steppers.agents_fn(algo.async_collect, n)
+        out = jax.eval_shape(fn, sampler.state, *inputs)[1]
+    kv_cache = _kv_cache_bytes(algo, sampler_mesh, out, n)
+    sampler.add("async_collect", cls.async_collect, inputs, kv_cache)
+    collected = jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), out)
+    batch, _, _ = algo.process(collected, host_state)
+    steps.add("async_learn", cls.async_learn, (_host_spec(algo, batch, steps.mesh, n),))
 
 
 def _host_spec(algo: Algorithm, batch: Any, mesh: Any, n: int) -> Any:

@@ -48,6 +48,12 @@ class Plan:
     overrides: dict[str, Any]  # the hyperparameters given (for the suggestions' flags)
     suggestions: list[Suggestion] = dataclasses.field(default_factory=list)
     tried: list[str] = dataclasses.field(default_factory=list)
+    sampler_mesh: dict[str, int] | None = None
+    """Asynchronous mode: the sampler's mesh (`mesh` is then the learner's), on
+    devices disjoint from it."""
+    weight_update_bytes: int | None = None
+    """Asynchronous mode: the bytes each sampler device receives per update (its copy of
+    the trained parameters; frozen ones are copied once)."""
 
     @property
     def fits(self) -> bool:
@@ -96,7 +102,10 @@ def format_plan(p: Plan) -> str:
         head += f"; budget {_gib(budget)} per device"
     lines.append(f"jaxrl plan: {p.algorithm} on {t.name} ({head})")
     mesh = " x ".join(f"{k}={v}" for k, v in p.mesh.items())
-    lines.append(f"mesh: {mesh}; agents: {p.num_agents}")
+    if p.sampler_mesh is None:
+        lines.append(f"mesh: {mesh}; agents: {p.num_agents}")
+    else:
+        lines.extend(_async_lines(p, mesh))
     if p.model:
         lines.append(f"model: {p.model}")
     for s in p.steps:
@@ -144,6 +153,22 @@ def format_plan(p: Plan) -> str:
     lines.append("")
     lines.extend(_verdict(p))
     return "\n".join(lines)
+
+
+def _async_lines(p: Plan, learner_mesh: str) -> list[str]:
+    """The two sub-meshes of an asynchronous run and what moves between them."""
+    sampler = p.sampler_mesh or {}
+    devices = 1
+    for size in sampler.values():
+        devices *= size
+    mesh = " x ".join(f"{k}={v}" for k, v in sampler.items())
+    moved = p.weight_update_bytes or 0
+    return [
+        f"sampler mesh: {mesh} (the first {devices} devices; step async_collect); "
+        f"learner mesh: {learner_mesh} (the rest; step async_learn); agents: {p.num_agents}",
+        f"weight update (learner -> sampler, every update): {_gib(moved)} per sampler "
+        f"device, {_gib(moved * devices)} in all",
+    ]
 
 
 def _seconds(s: float) -> str:

@@ -35,6 +35,12 @@ Attributes:
     num_updates        updates in the whole run.
     max_rounds         staged with `respond` only: the most `collect` rounds one update
                        may run (a guard; the driver raises if `respond` asks for more).
+    async_staleness    staged with `prepare` only: K >= 1 runs the sampler on its own
+                       devices K policy versions behind the learner
+                       (`jaxrl/training/async_stages.py`); the algorithm then provides
+                       `sampler_mesh(num_devices)`, `sampler_view(state)`,
+                       `async_collect(view, batch_index, inputs) -> collected` and
+                       `async_learn(state, batch)`. 0 (default): synchronous.
 
 Methods:
     hyperparams(**overrides) -> HyperParams
@@ -207,6 +213,7 @@ class Algorithm:
     steps_per_update: int
     num_updates: int
     max_rounds: int = 1
+    async_staleness: int = 0
 
     # State fields with a per-environment axis right after the agent axis (default sharding).
     ENV_FIELDS: ClassVar[tuple[str, ...]] = ()

@@ -40,6 +40,7 @@ import numpy as np
 from jaxrl import config as cfg
 
 from .agents import initial_state, make_agents
+from .async_stages import AsyncStagedStepper
 from .contract import Algorithm, check_algorithm
 from .progress import Clock, Progress
 from .run_config import RunConfig, TrainResult, chunk_length, run_dict
@@ -127,15 +128,21 @@ def _train_locked(
         start_update, state, host_state = checkpoints.restore(state)
         history = resume_metrics(run_dir, start_update, is_main)
 
-    stepper = make_stepper(
-        algo,
-        agents.num_agents,
-        mesh,
-        shardings,
-        compile_clock,
-        run.agent_execution,
-        run.check_memory,
-    )
+    if algo.async_staleness:  # the sampler on its own devices (async_stages.py)
+        stepper = AsyncStagedStepper(
+            algo, agents.num_agents, mesh, shardings, compile_clock, run.num_devices,
+            run.check_memory,
+        )  # fmt: skip
+    else:
+        stepper = make_stepper(
+            algo,
+            agents.num_agents,
+            mesh,
+            shardings,
+            compile_clock,
+            run.agent_execution,
+            run.check_memory,
+        )
     if start_update < algo.num_updates and not algo.staged:
         stepper.compile(state, min(chunk, algo.num_updates - start_update))
 

@@ -11,6 +11,8 @@ TPU slice it does not have.
 * `FusedStepper`: K `update`s as one compiled program per chunk length.
 * `StagedStepper`: K x ([host `prepare` ->] jit `collect` [-> host `respond` -> jit
   `collect` ...] -> host `process` -> jit `learn`).
+* `AsyncStagedStepper` (`async_stages.py`): the same phases with the sampler on its own
+  devices, K policy versions behind the learner.
 
 What a chunk is (its length) is decided in `run_config.py`; what happens between
 chunks (logging, checkpoints, signals) in `loop.py`.
@@ -126,6 +128,11 @@ def chunk_program(
 
 
 # ---------------------------------------------------------------------------- programs
+STAGED_PROGRAMS = ("collect", "learn", "async_collect", "async_learn")
+"""The jitted methods of a staged algorithm: its `collect` and `learn`, and in
+asynchronous mode (`async_stages.py`) the sampler's and the learner's."""
+
+
 class PhaseProgram(NamedTuple):
     """One phase's program, traced and lowered for one set of argument shapes."""
 
@@ -147,7 +154,7 @@ def lower_phase(
     length: int = 1,
     execution: str = "vmap",
 ) -> PhaseProgram:
-    """The program of `phase` (`"update"`, `"collect"` or `"learn"`) for abstract `args`
+    """The program of `phase` (`"update"` or one of `STAGED_PROGRAMS`) for abstract `args`
     (the state, then the phase's inputs, as sharded `jax.ShapeDtypeStruct`s).
 
     `(state, *inputs) -> (state, outputs)` jitted with the state's `shardings` in and
@@ -161,10 +168,10 @@ def lower_phase(
     """
     if phase == "update":
         fn = chunk_program(algo, num_agents, length, execution, mesh, shardings)
-    elif phase in ("collect", "learn"):
+    elif phase in STAGED_PROGRAMS:
         fn = agents_fn(getattr(algo, phase), num_agents)
     else:
-        raise ValueError(f"invalid phase={phase!r}: one of ['update', 'collect', 'learn']")
+        raise ValueError(f"invalid phase={phase!r}: one of {['update', *STAGED_PROGRAMS]}")
     program = jax.jit(
         fn,
         in_shardings=(shardings, *input_shardings),
@@ -403,7 +410,9 @@ def make_stepper(
     check_memory: bool = False,
 ) -> FusedStepper | StagedStepper:
     """The stepper for `algo.phases`: fused (`update`) or staged; with `check_memory`,
-    each program is checked against the memory available before it first runs."""
+    each program is checked against the memory available before it first runs (an
+    asynchronous staged algorithm gets `async_stages.AsyncStagedStepper` instead,
+    which builds on this module: `loop.py` chooses)."""
     if algo.staged:
         return StagedStepper(algo, num_agents, mesh, shardings, compile_clock, check_memory)
     return FusedStepper(algo, num_agents, mesh, shardings, compile_clock, execution, check_memory)
