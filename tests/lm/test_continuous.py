@@ -105,8 +105,7 @@ def _greedy_case(model, params, lengths, width, max_new_tokens, num_samples, slo
     endless = generate(model, params, tokens, jax.random.key(0), **kwargs)
     kwargs["eos_id"] = _end_token_for_a_mix(np.asarray(endless.tokens))
     static = generate(model, params, tokens, jax.random.key(0), **kwargs)
-    ended = np.asarray(static.lengths)[np.asarray(static.finished)]
-    assert len(set(ended.tolist())) >= 2, static.lengths  # ends at different steps
+    assert len(set(np.asarray(static.lengths).tolist())) >= 2, static.lengths  # a mix
     assert not np.all(static.finished), "some rows should run to max_new_tokens"
     for num_slots in slots:
         out = generate_continuous(
