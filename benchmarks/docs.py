@@ -354,6 +354,25 @@ def _speed_rows(name: str, raw: dict[str, Any]) -> tuple[list[str], list[list[st
             ]
             for r in _cells(raw, "results")
         ]
+    if name == "continuous_batching":
+        rows = [
+            [
+                r["variant"],
+                _rate(r["completion_tokens_per_second"]),
+                f"{r['lengths']['median']:.0f} / {r['lengths']['max']}",
+            ]
+            for r in _cells(raw, "rows")
+        ]
+        if "speedup" in raw:
+            verdict = "met" if raw.get("met") else "not met"
+            rows.append(
+                [
+                    f"{raw['best_continuous']} / {raw['best_static']}",
+                    f"{raw['speedup']:.2f}x",
+                    f"target {raw['target']:g}x: {verdict}",
+                ]
+            )
+        return ["sampler", "completion tokens/s", "median / max length"], rows
     if name == "grpo_step":
         # Per length: the two libraries' default layouts (1 device or process, no
         # micro-batches), then the pair of each one's fastest layout, which is judged.

@@ -2,6 +2,7 @@
 
     python benchmarks/grpo_step.py                              # 8 and 64 new tokens
     python benchmarks/grpo_step.py --steps 3 --warmup 2 --out /tmp/grpo_step.json   # smoke run
+    python benchmarks/grpo_step.py --workload skewed            # repeat task, 256 new tokens
 
 Workload, the same on both sides: a tiny Llama (4 layers, hidden 128, MLP 256, 4 heads
 of 32, 2 KV heads, untied embeddings, float32; 616k parameters with the 99-character
@@ -12,6 +13,13 @@ script in Hugging Face layout and loaded by both; 3-digit addition prompts ("123
 stop when every row has ended); reward = exact match after stripping; one AdamW step
 per update (one epoch, one minibatch, no gradient accumulation), no reference model (KL
 coefficient 0), GRPO's group-normalised advantages and per-sequence token-mean loss.
+`--workload skewed` swaps the addition prompts for the repetition task's
+(jaxrl/tasks/repeat.py: answers of 1-255 characters, lengths log-uniform) at 256 new
+tokens, the model's context 272 (the task and context: `WORKLOADS` in
+workers/jaxrl_grpo.py; lengths and targets: `WORKLOADS` here). The model is random, so
+its completions end at EOS by chance, not by the answers' lengths: every step's rows
+end at very different steps and a few run to the budget (the mean length is in the
+table).
 
 * jaxrl (project venv, `workers/jaxrl_grpo.py`): the GRPO algorithm object stepped
   exactly as the driver's staged step runs it (prepare -> jitted collect -> host process
@@ -102,7 +110,18 @@ DEFAULT_OUT = HERE / "results" / "grpo_step.json"
 # PyPI's default torch pulls CUDA), transformers pinned to the version CI's optional venv uses.
 TRL_REQUIREMENTS = ["torch==2.13.0", "trl==1.16.0", "transformers==5.24.0"]
 PROMPTS, GROUP = 8, 8  # prompts per step, completions per prompt
-TARGETS = {8: 2.0, 64: 3.0}  # jaxrl / TRL completion tokens/s, from the issue
+# Per workload (`--workload`; its task and context: workers/jaxrl_grpo.py's `WORKLOADS`):
+# what the results call it, its default lengths and the targets of jaxrl / TRL completion
+# tokens/s per length, from the issues. `skewed` is the repetition task
+# (jaxrl/tasks/repeat.py, answers of 1-255 characters) at 256 new tokens.
+WORKLOADS: dict[str, dict[str, Any]] = {
+    "addition": {"task": "addition (3 digits)", "lengths": [8, 64], "targets": {8: 2.0, 64: 3.0}},
+    "skewed": {
+        "task": "repeat (answers of 1-255 characters, log-uniform lengths)",
+        "lengths": [256],
+        "targets": {256: 3.0},
+    },
+}
 DEFAULT_LAYOUTS = ("1x1", "2x1", "1x2", "2x2")  # data-parallel x micro-batches, both libraries
 LOADED_REASON = (
     "other work slows torch's threads far more than XLA's, so jaxrl / TRL ratios "
@@ -110,12 +129,12 @@ LOADED_REASON = (
 )
 
 
-def _jaxrl_config(max_new_tokens: int, updates: int) -> dict[str, Any]:
+def _jaxrl_config(max_new_tokens: int, updates: int, workload: str) -> dict[str, Any]:
     """The jaxrl side's GRPOConfig fields (one source: the worker's)."""
     sys.path.insert(0, str(WORKERS))
     from jaxrl_grpo import grpo_config
 
-    return grpo_config(max_new_tokens, updates, PROMPTS, GROUP)
+    return grpo_config(max_new_tokens, updates, PROMPTS, GROUP, workload=workload)
 
 
 # ----------------------------------------------------------------------------- FLOPs
@@ -173,7 +192,9 @@ def matmul_peak(size: int = 2048, repeats: int = 7) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- setup
-def write_shared_inputs(directory: Path, prompts_needed: int, seed: int) -> dict[str, Any]:
+def write_shared_inputs(
+    directory: Path, prompts_needed: int, seed: int, workload: str = "addition"
+) -> dict[str, Any]:
     """The model both libraries load (HF layout + tokenizer), TRL's prompts, and the
     prompt ids and logits TRL's worker checks itself against. Returns the model's shape."""
     import jax
@@ -184,7 +205,7 @@ def write_shared_inputs(directory: Path, prompts_needed: int, seed: int) -> dict
     from jaxrl.algorithms.lm_common import agent, encode_example
     from jaxrl.training import driver
 
-    algo = GRPO(GRPOConfig(**_jaxrl_config(8, 1)))
+    algo = GRPO(GRPOConfig(**_jaxrl_config(8, 1, workload)))
     run = driver.RunConfig(seed=seed, progress=False)
     state, _ = driver.initial_state(algo, driver.make_agents(algo, run), algo.make_mesh(None))
     algo.export(agent(state, 0), directory / "model")
@@ -299,7 +320,9 @@ def summarise_cell(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def ratios(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def ratios(
+    cells: list[dict[str, Any]], targets: dict[int, float] | None = None
+) -> list[dict[str, Any]]:
     """jaxrl / TRL completion tokens/s and steps/s per length, for every pair of a jaxrl
     layout (1 or N XLA CPU devices) and a TRL layout (1 process, or N under DDP). The
     pair of each library's fastest layout is marked `best` and judged against the
@@ -314,7 +337,7 @@ def ratios(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
             max(group, key=lambda c: c["completion_tokens_per_second"])["library"]
             for group in (ours, theirs)
         )
-        target = TARGETS.get(n)
+        target = (WORKLOADS["addition"]["targets"] if targets is None else targets).get(n)
         for a in ours:
             for b in theirs:
                 tok = a["completion_tokens_per_second"] / b["completion_tokens_per_second"]
@@ -529,8 +552,15 @@ def run_benchmark(args: argparse.Namespace, trl_python: Path | None) -> dict[str
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         shared = Path(tmp)
-        shape = write_shared_inputs(shared, PROMPTS * (args.warmup + args.steps), args.seed)
-        common = {"warmup": args.warmup, "steps": args.steps, "seed": args.seed}
+        shape = write_shared_inputs(
+            shared, PROMPTS * (args.warmup + args.steps), args.seed, args.workload
+        )
+        common = {
+            "warmup": args.warmup,
+            "steps": args.steps,
+            "seed": args.seed,
+            "workload": args.workload,
+        }
         trl_args = {
             **common,
             "model_dir": str(shared / "model"),
@@ -617,12 +647,13 @@ def run_benchmark(args: argparse.Namespace, trl_python: Path | None) -> dict[str
     }
     loads = [r["load_average_at_start"] for r in runs]
     loaded = max(loads + [peaks[0]["load_average"]]) > LOAD_WARNING
-    judged = ratios(cells)
+    judged = ratios(cells, WORKLOADS[args.workload]["targets"])
     for r in judged if loaded else ():
         r["met"], r["note"] = None, "not judged: measured under load"
     return {
         "workload": {
-            "task": "addition (3 digits)",
+            "name": args.workload,
+            "task": WORKLOADS[args.workload]["task"],
             "prompts_per_step": PROMPTS,
             "completions_per_prompt": GROUP,
             "lengths": args.lengths,
@@ -631,7 +662,7 @@ def run_benchmark(args: argparse.Namespace, trl_python: Path | None) -> dict[str
             "prompt_len": shape["prompt_len"],
             "temperature": 1.0,
             "reward": "exact match after stripping",
-            "jaxrl_config": _jaxrl_config(args.lengths[0], args.warmup + args.steps),
+            "jaxrl_config": _jaxrl_config(args.lengths[0], args.warmup + args.steps, args.workload),
             "torch_threads": args.threads,
             "cores": len(os.sched_getaffinity(0)),
         },
@@ -659,7 +690,20 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--lengths", type=int, nargs="+", default=[8, 64], help="max new tokens")
+    p.add_argument(
+        "--lengths",
+        type=int,
+        nargs="+",
+        default=None,
+        help="max new tokens (default: the workload's)",
+    )
+    p.add_argument(
+        "--workload",
+        choices=sorted(WORKLOADS),
+        default="addition",
+        help="addition: 3-digit addition prompts (8 and 64 new tokens); skewed: the repetition "
+        "task's prompts at 256 new tokens (answers of very different lengths)",
+    )
     p.add_argument("--steps", type=int, default=20, help="measured steps per run")
     p.add_argument("--warmup", type=int, default=3, help="steps excluded first (>= 2)")
     p.add_argument("--repeats", type=int, default=2, help="runs per library and length")
@@ -698,6 +742,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per worker process")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = p.parse_args(argv)
+    if args.lengths is None:
+        args.lengths = list(WORKLOADS[args.workload]["lengths"])
     if args.warmup < 2:
         p.error("--warmup must be >= 2 (jaxrl's first step compiles, TRL's counts FLOPs)")
     for name in ("TRANSFORMERS_OFFLINE", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):

@@ -2,6 +2,7 @@
 
     python benchmarks/lm_sampling.py                          # defaults below
     python benchmarks/lm_sampling.py --lengths 128 512 --batch 64 --repeats 3
+    python benchmarks/lm_sampling.py --workload skewed         # continuous vs static batching
 
 Model: a tiny Llama (hidden 256, intermediate 1024, 4 layers, 8 heads of 32, 4 KV
 heads, vocab 1024, untied embeddings, float32), random init with seed 0. Workload:
@@ -35,6 +36,11 @@ cache + activations, arguments = params + prompts), and jax's
 `device.memory_stats()` when the backend provides it (CPU does not). Writes a
 table to stdout and JSON to `--out` (default `benchmarks/results/lm_sampling.json`).
 Note the load average (`uptime`) with the numbers: both sides share the machine.
+
+`--workload skewed` measures continuous batching against the static sampler instead
+(jaxrl only, no transformers; `run_skewed` says how), writing
+`lm_sampling_skewed.json` in the temporary directory by default (`python -m
+benchmarks.reproduce --only continuous_batching` writes the published results file).
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 HF_REQUIREMENTS = ["torch==2.13.0", "transformers", "safetensors", "numpy"]
+SKEWED_TARGET = 1.5  # continuous batching / the static sampler, completion tokens/s (issue 32)
 MODEL = dict(
     model_type="llama",
     vocab_size=1024,
@@ -403,6 +410,188 @@ def print_table(report: dict[str, Any]) -> None:
     )
 
 
+# ----------------------------------------------------------------------------- skewed workload
+
+
+def _length_stats(lengths: Any, max_new_tokens: int) -> dict[str, float]:
+    import numpy as np
+
+    lengths = np.asarray(lengths)
+    return {
+        "median": float(np.median(lengths)),
+        "mean": float(lengths.mean()),
+        "max": int(lengths.max()),
+        "cut_at_max_fraction": float(np.mean(lengths == max_new_tokens)),
+    }
+
+
+def run_skewed(args: argparse.Namespace) -> dict[str, Any]:
+    """Continuous batching against the static sampler on a length-skewed queue.
+
+    A queue of `--queue` prompts (8 random tokens each, one completion per prompt), at
+    most `--max-new-tokens` new tokens, temperature 1. The lengths come from the random
+    model itself: its logits are near uniform, and the last `--stop-tokens` token ids
+    all end a completion (`eos_id`), so a row ends at each step with probability about
+    stop-tokens / vocab: geometric lengths, median about ln 2 x vocab / stop-tokens (32
+    by default), a few rows reaching the budget. Variants, all over the whole queue:
+    * `static-bS`: `generate` on S rows at a time (the same decode batch and KV-cache
+      rows as continuous batching in S slots), each batch decoding until its longest
+      row has ended;
+    * `static-all`: `generate` on the whole queue at once (one batch, one decode until
+      the longest of all has ended; queue-many KV-cache rows);
+    * `continuous-sS`: `generate_continuous` in S slots.
+    Completion tokens/s = tokens sampled (EOS included) / wall time, best of
+    `--repeats` (the first call of each compiles and is not timed). `static-all` and
+    `continuous-sS` sample the same completions under one key (checked: `same_tokens`).
+    """
+    import jax
+    import numpy as np
+
+    from jaxrl.lm.continuous import generate_continuous
+    from jaxrl.lm.sampling import generate
+
+    model, params = _build_ours(args.seed)
+    vocab, n = MODEL["vocab_size"], args.max_new_tokens
+    eos = list(range(vocab - args.stop_tokens, vocab))
+    rng = np.random.default_rng(args.seed)
+    prompts = rng.integers(0, vocab - args.stop_tokens, size=(args.queue, 8)).astype(np.int32)
+    common = dict(max_new_tokens=n, temperature=1.0, eos_id=eos)
+
+    def static(slots: int | None):
+        def run(key):
+            size = args.queue if slots is None else slots
+            outs = [
+                generate(
+                    model,
+                    params,
+                    prompts[i : i + size],
+                    key if size == args.queue else jax.random.fold_in(key, i),
+                    **common,
+                )
+                for i in range(0, args.queue, size)
+            ]
+            jax.block_until_ready(outs)
+            return np.concatenate([np.asarray(o.lengths) for o in outs]), outs
+
+        return run
+
+    def continuous(slots: int):
+        def run(key):
+            out = generate_continuous(model, params, prompts, key, num_slots=slots, **common)
+            jax.block_until_ready(out)
+            return np.asarray(out.lengths), [out]
+
+        return run
+
+    variants = {f"static-b{s}": static(s) for s in args.slots}
+    variants["static-all"] = static(None)
+    variants.update({f"continuous-s{s}": continuous(s) for s in args.slots})
+    rows = []
+    tokens_by_variant = {}
+    for name, run in variants.items():
+        start = time.perf_counter()
+        run(jax.random.key(args.seed))  # compiles
+        first = time.perf_counter() - start
+        seconds, sampled = [], []
+        for r in range(args.repeats):
+            load = os.getloadavg()[0]
+            start = time.perf_counter()
+            lengths, outs = run(jax.random.key(args.seed + r))
+            seconds.append(time.perf_counter() - start)
+            sampled.append(int(lengths.sum()))
+            if r == 0:
+                tokens_by_variant[name] = np.concatenate([np.asarray(o.tokens) for o in outs])
+        best = int(np.argmin(seconds))
+        row = {
+            "variant": name,
+            "seconds": seconds,
+            "best_seconds": seconds[best],
+            "compile_seconds": max(first - seconds[best], 0.0),
+            "completion_tokens": sampled[best],
+            "completion_tokens_per_second": sampled[best] / seconds[best],
+            "lengths": _length_stats(lengths, n),
+            "load_average_before_last": load,
+        }
+        rows.append(row)
+        print(
+            f"  {name:<16} {row['completion_tokens_per_second']:>9,.0f} tok/s "
+            f"({row['best_seconds']:.2f} s, median length {row['lengths']['median']:.0f})",
+            flush=True,
+        )
+    best_static = max(
+        (r for r in rows if r["variant"].startswith("static")),
+        key=lambda r: r["completion_tokens_per_second"],
+    )
+    best_continuous = max(
+        (r for r in rows if r["variant"].startswith("continuous")),
+        key=lambda r: r["completion_tokens_per_second"],
+    )
+    same = {
+        f"continuous-s{s}": bool(
+            np.array_equal(tokens_by_variant[f"continuous-s{s}"], tokens_by_variant["static-all"])
+        )
+        for s in args.slots
+    }
+    ratio = (
+        best_continuous["completion_tokens_per_second"]
+        / best_static["completion_tokens_per_second"]
+    )
+    return {
+        "workload": {
+            "name": "skewed",
+            "queue": args.queue,
+            "prompt_len": 8,
+            "max_new_tokens": n,
+            "stop_tokens": args.stop_tokens,
+            "vocab": vocab,
+            "temperature": 1.0,
+        },
+        "model": MODEL,
+        "repeats": args.repeats,
+        "rows": rows,
+        "same_tokens_as_static_all": same,
+        "best_static": best_static["variant"],
+        "best_continuous": best_continuous["variant"],
+        "speedup": ratio,
+        "target": SKEWED_TARGET,
+        "met": ratio >= SKEWED_TARGET,
+        "versions": {"jax": jax.__version__},
+        "machine": {
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "load_average_at_start": list(os.getloadavg()),
+        },
+    }
+
+
+def print_skewed(report: dict[str, Any]) -> None:
+    w = report["workload"]
+    print(
+        f"\nskewed queue of {w['queue']} completions, at most {w['max_new_tokens']} new tokens, "
+        f"{w['stop_tokens']} of {w['vocab']} tokens end a completion; best of "
+        f"{report['repeats']}"
+    )
+    head = (
+        f"{'variant':<16} | {'tok/s':>9} | {'seconds':>7} | {'tokens':>7} | "
+        f"{'median len':>10} | {'max len':>7} | {'compile s':>9}"
+    )
+    print(head)
+    print("-" * len(head))
+    for r in report["rows"]:
+        print(
+            f"{r['variant']:<16} | {r['completion_tokens_per_second']:>9,.0f} | "
+            f"{r['best_seconds']:>7.2f} | {r['completion_tokens']:>7} | "
+            f"{r['lengths']['median']:>10.0f} | {r['lengths']['max']:>7} | "
+            f"{r['compile_seconds']:>9.1f}"
+        )
+    verdict = "met" if report["met"] else "NOT met"
+    print(
+        f"{report['best_continuous']} / {report['best_static']}: {report['speedup']:.2f}x, "
+        f"target >= {report['target']}x: {verdict}; same tokens as static-all: "
+        f"{report['same_tokens_as_static_all']}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hf-worker", action="store_true", help=argparse.SUPPRESS)
@@ -411,11 +600,40 @@ def main() -> None:
     parser.add_argument("--prompt-len", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=HERE / "results" / "lm_sampling.json")
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--workload",
+        choices=("uniform", "skewed"),
+        default="uniform",
+        help="uniform: jaxrl against transformers, every row all its tokens (the default); "
+        "skewed: continuous batching against the static sampler (run_skewed)",
+    )
+    parser.add_argument("--queue", type=int, default=256, help="skewed: completions")
+    parser.add_argument(
+        "--slots", type=int, nargs="+", default=[64], help="skewed: decode batch sizes"
+    )
+    parser.add_argument("--max-new-tokens", type=int, default=256, help="skewed: budget")
+    parser.add_argument(
+        "--stop-tokens", type=int, default=22, help="skewed: token ids that end a row"
+    )
     args = parser.parse_args()
     if args.hf_worker:
         hf_worker()
         return
+    if args.workload == "skewed":
+        report = {
+            "command": shlex.join(["python", "benchmarks/lm_sampling.py", *sys.argv[1:]]),
+            "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "load_average": os.getloadavg(),
+            **run_skewed(args),
+        }
+        print_skewed(report)
+        out = args.out or Path(tempfile.gettempdir()) / "lm_sampling_skewed.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=2) + "\n")
+        print(f"wrote {out}")
+        return
+    args.out = args.out or HERE / "results" / "lm_sampling.json"
     report = {
         "command": shlex.join(["python", "benchmarks/lm_sampling.py", *sys.argv[1:]]),
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),

@@ -526,6 +526,13 @@ ENTRIES: tuple[Entry, ...] = (
         "tokens per second of KV-cached sampling",
     ),
     _speed(
+        "continuous_batching",
+        "lm_sampling.py --workload skewed",
+        None,
+        "the static sampler (generate) on the same queue",
+        "completion tokens per second of continuous batching on a length-skewed queue",
+    ),
+    _speed(
         "sandbox_overhead",
         "sandbox_overhead.py --before 59f81fc --n 40",
         None,

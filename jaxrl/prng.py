@@ -54,6 +54,7 @@ __all__ = [
     "randint",
     "normal",
     "gumbel",
+    "gumbel_rows",
 ]
 
 # `layout` of the draws: "paired", jax's original layout (two numbers per hash);
@@ -189,10 +190,15 @@ def uniform(
             return jax.random.uniform(key, shape, dtype, minval, maxval)
         with jax.threefry_partitionable(False):
             return jax.random.uniform(key, shape, dtype, minval, maxval)
+    return _floats(bits, minval, maxval)
+
+
+def _floats(bits: jax.Array, minval: Any, maxval: Any) -> jax.Array:
+    """float32 numbers in [minval, maxval) from uint32 `bits`, as `jax.random.uniform` makes
+    them: 23 random mantissa bits with exponent 0 give a float in [1, 2); subtract 1, then
+    scale."""
     minval = lax.broadcast_to_rank(lax.convert_element_type(minval, jnp.float32), bits.ndim)
     maxval = lax.broadcast_to_rank(lax.convert_element_type(maxval, jnp.float32), bits.ndim)
-    # jax.random's construction: 23 random mantissa bits with exponent 0 give a
-    # float in [1, 2); subtract 1, then scale to [minval, maxval).
     mantissa = lax.shift_right_logical(bits, np.uint32(32 - 23)) | np.uint32(0x3F800000)
     floats = lax.bitcast_convert_type(mantissa, jnp.float32) - np.float32(1.0)
     return lax.max(minval, floats * (maxval - minval) + minval)
@@ -249,3 +255,39 @@ def gumbel(key: jax.Array, shape: tuple[int, ...] = (), layout: str = "paired") 
     layout (`layout="jax"`: in jax's current one, bit for bit)."""
     tiny = np.float32(np.finfo(np.float32).tiny)
     return -jnp.log(-jnp.log(uniform(key, shape, jnp.float32, tiny, 1.0, layout)))
+
+
+def gumbel_rows(keys: jax.Array, rows: jax.Array, num_rows: int, width: int) -> jax.Array:
+    """Row `rows[s]` of `gumbel(keys[s], (num_rows, width), layout="jax")`, for every `s`:
+    (S, width) float32 from `S` keys and `S` row numbers, computing only those rows.
+
+    A sampler that decodes rows in another order than one batch would (continuous
+    batching: jaxrl/lm/continuous.py) draws each row's noise here, so that its tokens are
+    those of one batched draw of all `num_rows` rows. Under `jax_threefry_partitionable`
+    (jax's default) element `i` of a draw hashes the counter pair `(0, i)`, so row `r`
+    is the counters `r * width + c`; under the original layout hash `j` pairs the
+    counters `j` and `j + h` (`h` = half the draw, rounded up; `_bits_paired`), so
+    element `i` is the first word of hash `i` (`i < h`) or the second of hash `i - h`.
+    Keys off the fast path fall back to drawing the whole `(num_rows, width)` per key.
+    """
+    data, _ = _key_data(keys)
+    rows = jnp.asarray(rows)
+    size = int(num_rows) * int(width)
+    if data is None or data.ndim != 2 or size >= 2**32:
+        full = jax.vmap(lambda k: jax.random.gumbel(k, (num_rows, width)))(keys)
+        return jnp.take_along_axis(full, rows[:, None, None], axis=1)[:, 0]
+    tiny = np.float32(np.finfo(np.float32).tiny)
+    index = lax.convert_element_type(rows, jnp.uint32)[:, None] * np.uint32(width)
+    index = index + np.arange(width, dtype=np.uint32)  # (S, width) flat element numbers
+    k1, k2 = data[:, :1], data[:, 1:]
+    if jax.config.jax_threefry_partitionable:
+        b1, b2 = threefry2x32(k1, k2, jnp.zeros_like(index), index)
+        bits = b1 ^ b2
+    else:
+        half = np.uint32((size + 1) // 2)
+        first = index < half
+        j = jnp.where(first, index, index - half)
+        partner = jnp.where(j + half < np.uint32(size), j + half, np.uint32(0))
+        b1, b2 = threefry2x32(k1, k2, j, partner)
+        bits = jnp.where(first, b1, b2)
+    return -jnp.log(-jnp.log(_floats(bits, tiny, 1.0)))

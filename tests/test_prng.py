@@ -202,3 +202,20 @@ def test_straight_line_code_has_no_loop() -> None:
     assert "while" not in indices.as_text()
     jax_layout = jax.jit(lambda k: prng.gumbel(prng.fold_in(k, 3), (4,), "jax"))
     assert "while" not in jax_layout.lower(jax.random.key(0)).as_text()
+
+
+@pytest.mark.parametrize("kind", sorted(KEYS))
+@pytest.mark.parametrize("partitionable", [True, False])
+@pytest.mark.parametrize(("num_rows", "width"), [(6, 5), (7, 3), (1, 9)])
+def test_gumbel_rows_are_rows_of_one_draw_under_either_flag(
+    kind: str, partitionable: bool, num_rows: int, width: int
+) -> None:
+    """Row r of a (num_rows, width) draw, per key: what continuous batching gives each
+    completion (odd sizes check the original layout's padded pairing)."""
+    keys = jax.vmap(KEYS[kind])(jnp.arange(5) + 3)
+    rows = jnp.asarray([0, num_rows - 1, num_rows // 2, 0, num_rows - 1], jnp.int32)
+    with jax.threefry_partitionable(partitionable):
+        ours = jax.jit(lambda k, r: prng.gumbel_rows(k, r, num_rows, width))(keys, rows)
+        for s in range(5):
+            full = jax.random.gumbel(keys[s], (num_rows, width))
+            _same(ours[s], full[int(rows[s])])

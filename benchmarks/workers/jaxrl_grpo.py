@@ -62,17 +62,29 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: mat
 from _harness import minor_faults  # noqa: E402
 from _layouts import layout_label  # noqa: E402
 
+# The task and the model's context of each workload of benchmarks/grpo_step.py (`--workload`):
+# the repetition task's prompts (up to 9 tokens with bos) and 256 new tokens fit in 272.
+WORKLOADS = {
+    "addition": {"task": "addition"},
+    "skewed": {"task": "repeat", "context_len": 272},
+}
+
 
 def grpo_config(
-    max_new_tokens: int, updates: int, prompts: int = 8, group: int = 8, micro_batches: int = 1
+    max_new_tokens: int,
+    updates: int,
+    prompts: int = 8,
+    group: int = 8,
+    micro_batches: int = 1,
+    workload: str = "addition",
 ) -> dict:
     """jaxrl's GRPOConfig fields for the benchmark: the tiny Llama (4 layers, hidden 128,
     MLP 256, 4 heads, 2 KV heads, character vocabulary), 8 prompts x 8 completions,
     one AdamW step per update (its gradient accumulated over `micro_batches` slices of
     the rows: the same update, computed in pieces), no KL term, temperature 1,
-    exact-match reward."""
+    exact-match reward; the task and context of `workload` (`WORKLOADS`)."""
     return dict(
-        task="addition",
+        **WORKLOADS[workload],
         reward="correct",
         num_layers=4,
         hidden_size=128,
@@ -195,7 +207,12 @@ def main(args: dict) -> dict:
     warmup, steps = int(args["warmup"]), int(args["steps"])
     micro_batches = int(args.get("micro_batches", 1))
     config = GRPOConfig(
-        **grpo_config(int(args["max_new_tokens"]), warmup + steps, micro_batches=micro_batches)
+        **grpo_config(
+            int(args["max_new_tokens"]),
+            warmup + steps,
+            micro_batches=micro_batches,
+            workload=args.get("workload", "addition"),
+        )
     )
     algo = GRPO(config)
     run = driver.RunConfig(seed=int(args.get("seed", 0)), progress=False)

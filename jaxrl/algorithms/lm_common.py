@@ -85,7 +85,8 @@ class LMConfig:
     # -- data
     task: str = "addition"
     """Task: addition, addition_steps (column by column, with step labels), multiply,
-    countdown, strings, jsonl:PATH, or the multi-turn addition_retry, guess,
+    countdown, strings, repeat (answers of skewed lengths, up to 255 characters;
+    repeat:N up to N), jsonl:PATH, or the multi-turn addition_retry, guess,
     tool_multiply (with a calculator) and tool_lookup (with a document search; see
     `jaxrl/tasks/`)."""
     digits: int = 3

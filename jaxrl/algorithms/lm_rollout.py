@@ -54,7 +54,7 @@ from jax.sharding import Mesh
 
 from jaxrl import config as cfg
 from jaxrl import prng, tasks
-from jaxrl.algorithms import process_rewards
+from jaxrl.algorithms import partial_rollouts, process_rewards
 from jaxrl.algorithms.lm_common import (
     LMAlgorithm,
     LMConfig,
@@ -67,6 +67,7 @@ from jaxrl.config import ConfigError
 from jaxrl.lm import Transformer, decode_completions, token_logprobs
 from jaxrl.lm import sharding as lm_sharding
 from jaxrl.lm.config import SUPPORTED_DTYPES
+from jaxrl.lm.continuous import Prefix, generate_continuous
 from jaxrl.minibatches import run_epochs
 from jaxrl.objectives import (
     ADVANTAGE_ESTIMATORS,
@@ -138,6 +139,26 @@ class LMRLConfig(LMConfig):
     """Multi-turn tasks: keep each episode's KV cache between its turns and prefill only
     the new tokens (the environment's answer), instead of re-reading the whole context
     every turn (jaxrl/algorithms/lm_multiturn.py; ignored on a single-turn task)."""
+    continuous_batching: bool = False
+    """Sample with continuous batching (jaxrl/lm/continuous.py): `sampler_slots`
+    completions decode at a time, and a slot whose completion ended takes the next one
+    at once instead of idling until the longest has ended (faster when completion lengths
+    vary). The same completions as the static sampler, up to float rounding
+    (docs/lm_sampling.md, "Continuous batching"). Single-turn tasks only."""
+    sampler_slots: int | None = None
+    """Continuous batching: completions decoded at a time (the decode batch and the KV
+    cache's rows), at most the completions sampled per update (num_prompts x (1 +
+    dynamic_sampling) x group_size); None: half of them."""
+    partial_rollouts: bool = False
+    """Partial rollouts (Kimi k1.5): a completion samples at most `rollout_token_budget`
+    tokens per update, and one cut there goes on in the next update, its tokens and
+    behaviour log-probs kept in the host state (so in checkpoints). A group is learned
+    from once all its completions have ended; until then its rows stay in the batch with
+    no loss (they wait), and each update draws only as many new prompts as groups
+    ended. Needs continuous_batching."""
+    rollout_token_budget: int | None = None
+    """Partial rollouts: tokens a completion samples per update (>= 1; None: the whole
+    completion budget max_new_tokens, so nothing is cut)."""
     # -- rewards
     reward: str = "correct"
     """Reward blocks, e.g. "correct", "correct+0.1*format" (see jaxrl/rewards/blocks.py)."""
@@ -329,6 +350,7 @@ class LMRLConfig(LMConfig):
             self.entropy_top_fraction,
             "in (0, 1] (1: train on every token)",
         )
+        self._validate_sampler_slots()
         self._validate_process_reward()
         rows = self.completions_per_update
         cfg.check(
@@ -340,6 +362,69 @@ class LMRLConfig(LMConfig):
         )
         super().validate()
         return self
+
+    @property
+    def sampled_per_update(self) -> int:
+        """Completions sampled per update: with dynamic sampling's spares."""
+        return self.num_prompts * (1 + self.dynamic_sampling) * self.group_size
+
+    def _validate_sampler_slots(self) -> None:
+        """`continuous_batching`, its `sampler_slots` and partial rollouts."""
+        slots, rows = self.sampler_slots, self.sampled_per_update
+        budget = self.rollout_token_budget
+        cfg.check(
+            budget is None or self.partial_rollouts,
+            "rollout_token_budget",
+            budget,
+            "None without partial_rollouts=True",
+        )
+        cfg.check(
+            budget is None or (isinstance(budget, int) and budget >= 1),
+            "rollout_token_budget",
+            budget,
+            "None or an integer >= 1 (a completion samples at least one token per update)",
+        )
+        if self.partial_rollouts:
+            cfg.check(
+                self.continuous_batching,
+                "partial_rollouts",
+                True,
+                "False without continuous_batching=True (the continuous sampler cuts and "
+                "continues completions)",
+            )
+            cfg.check(
+                self.async_staleness == 0,
+                "async_staleness",
+                self.async_staleness,
+                "0 with partial_rollouts=True (a carried completion's segments are sampled "
+                "by several policy versions, so no one version bounds its staleness)",
+            )
+            for name in ("dynamic_sampling", "process_reward"):
+                cfg.check(
+                    not getattr(self, name),
+                    name,
+                    getattr(self, name),
+                    f"{0 if name == 'dynamic_sampling' else None} with partial_rollouts=True "
+                    "(each update's batch is the groups in flight)",
+                )
+        if not self.continuous_batching:
+            cfg.check(
+                slots is None, "sampler_slots", slots, "None without continuous_batching=True"
+            )
+            return
+        cfg.check(
+            not tasks.is_multi_turn(self.task),
+            "continuous_batching",
+            True,
+            f"False on the multi-turn task {self.task!r} (its turns continue from each "
+            "episode's KV cache; continuous batching is for single-turn tasks)",
+        )
+        cfg.check(
+            slots is None or (isinstance(slots, int) and 1 <= slots <= rows),
+            "sampler_slots",
+            slots,
+            f"None or an integer in [1, {rows}] (the completions sampled per update)",
+        )
 
     def _validate_process_reward(self) -> None:
         """The process-reward fields; a PRM directory and the task's step verifier are
@@ -458,6 +543,8 @@ class RolloutAlgorithm(LMAlgorithm):
                 self.prompt_len + self.max_new_tokens + 1,  # a PRM's rows add an eos
                 c.dtype,
             )
+        # Continuous batching's decode slots (`LMRLConfig.sampler_slots`; None: half the rows).
+        self.sampler_slots = c.sampler_slots or max(1, c.sampled_per_update // 2)
         self.clock = SamplingClock()
         self.async_staleness = c.async_staleness
         if self.async_staleness and self.multi_turn:
@@ -510,13 +597,17 @@ class RolloutAlgorithm(LMAlgorithm):
     # ------------------------------------------------------------------ phase 0: prompts
     def init_host_state(self, seed: int, num_agents: int) -> dict[str, Any]:
         """The prompt cursor (update `k` of agent `i` draws from `(seed, i, k)`) and each
-        agent's stall counter (`stall_counters`)."""
-        return {
+        agent's stall counter (`stall_counters`); with partial rollouts, each agent's
+        carried groups (`partial_rollouts.py`)."""
+        host = {
             "seed": int(seed),
             "num_agents": int(num_agents),
             "batches": 0,
             "stalled": [0] * int(num_agents),
         }
+        if self.config.partial_rollouts:
+            host["carry"] = [[] for _ in range(int(num_agents))]
+        return host
 
     @property
     def prompts_per_update(self) -> int:
@@ -527,6 +618,8 @@ class RolloutAlgorithm(LMAlgorithm):
         """This update's prompts of every agent, left-padded: `{"tokens", "mask"}`, each
         (agents, prompts_per_update, prompt_len). The drawn examples go to `process`
         in the host state's `rollout`."""
+        if self.config.partial_rollouts:
+            return self.prepare_partial(host_state)
         examples, host_state = self.draw_examples(host_state)
         padded = [
             self.prompt_tokens(agent_examples, self.prompt_len) for agent_examples in examples
@@ -537,16 +630,65 @@ class RolloutAlgorithm(LMAlgorithm):
         }
         return inputs, {**host_state, "rollout": {"examples": examples}}
 
-    def draw_examples(self, host_state: dict[str, Any]) -> tuple[list[list[tasks.Example]], dict]:
-        """`prompts_per_update` training examples of every agent for this update (agent
-        `i`'s batch `k` from `(seed, i, k)`), and the advanced cursor."""
+    def draw_examples(
+        self, host_state: dict[str, Any], counts: Sequence[int] | None = None
+    ) -> tuple[list[list[tasks.Example]], dict]:
+        """`prompts_per_update` (or agent `i`'s `counts[i]`) training examples of every
+        agent for this update (agent `i`'s batch `k` from `(seed, i, k)`), and the
+        advanced cursor."""
         self.clock.mark_prepared()
         seed, k = host_state["seed"], host_state["batches"]
+        if counts is None:
+            counts = [self.prompts_per_update] * host_state["num_agents"]
         examples = [
-            self.task.sample_train(np.random.default_rng((seed, i, k)), self.prompts_per_update)
-            for i in range(host_state["num_agents"])
+            self.task.sample_train(np.random.default_rng((seed, i, k)), n) if n else []
+            for i, n in enumerate(counts)
         ]
         return examples, {**host_state, "batches": k + 1}
+
+    def prepare_partial(self, host_state: dict[str, Any]) -> tuple[dict[str, np.ndarray], dict]:
+        """`prepare` with partial rollouts: each agent's queue is its carried groups, then
+        as many new prompts as make `num_prompts` (drawn as `draw_examples` draws), with
+        the sampler's prefix of the carried rows (`partial_rollouts.prefix_arrays`)."""
+        c = self.config
+        carried = host_state["carry"]
+        drawn, host_state = self.draw_examples(
+            host_state, [c.num_prompts - len(groups) for groups in carried]
+        )
+        examples = [
+            partial_rollouts.carried_examples(groups) + new
+            for groups, new in zip(carried, drawn, strict=True)
+        ]
+        padded = [
+            self.prompt_tokens(agent_examples, self.prompt_len) for agent_examples in examples
+        ]
+        prefixes = [
+            partial_rollouts.prefix_arrays(
+                groups, c.num_prompts, c.group_size, self.max_new_tokens, self.tokenizer.pad_id
+            )
+            for groups in carried
+        ]
+        inputs = {
+            "tokens": np.stack([t for t, _ in padded]),
+            "mask": np.stack([m for _, m in padded]),
+            **{name: np.stack([p[name] for p in prefixes]) for name in prefixes[0]},
+        }
+        carried_tokens = int(sum(p["prefix_lengths"].sum() for p in prefixes))
+        rollout = {"examples": examples, "carried_tokens": carried_tokens}
+        return inputs, {**host_state, "rollout": rollout}
+
+    def continuation(self, prompts: dict[str, jax.Array]) -> dict[str, Any]:
+        """The sampler's partial-rollout arguments: `token_budget` and the `prefix` of the
+        carried rows (`prepare_partial`'s); none without partial rollouts."""
+        if not self.config.partial_rollouts:
+            return {}
+        prefix = Prefix(
+            tokens=prompts["prefix_tokens"],
+            logprobs=prompts["prefix_logprobs"],
+            lengths=prompts["prefix_lengths"],
+            finished=prompts["prefix_finished"],
+        )
+        return {"token_budget": self.config.rollout_token_budget, "prefix": prefix}
 
     # ------------------------------------------------------------------ phase 1: sampling
     def collect(self, state: Any, prompts: dict[str, jax.Array]):
@@ -563,6 +705,7 @@ class RolloutAlgorithm(LMAlgorithm):
             max_new_tokens=self.max_new_tokens,
             temperature=c.temperature,
             num_samples=c.group_size,
+            **self.continuation(prompts),
         )
         tokens, mask = out.sequences()
         collected = {
@@ -579,8 +722,21 @@ class RolloutAlgorithm(LMAlgorithm):
     def rollout_sample(self, params: Any, tokens, mask, key, **kwargs: Any) -> Any:
         """`sample` for training rollouts, by `rollout_model`. Its `logprobs` are the
         behaviour policy's, which `rollout_correction` weighs against the learner's.
-        Held-out evaluation samples with the learner's model."""
+        With `continuous_batching`, by `generate_continuous` in `sampler_slots` slots (the
+        same completions). Held-out evaluation samples with the learner's model, statically."""
         model, params = self.rollout_model(params)
+        if self.config.continuous_batching:
+            return generate_continuous(
+                model,
+                params,
+                tokens,
+                key,
+                num_slots=self.sampler_slots,
+                eos_id=self.tokenizer.eos_id,
+                prompt_mask=mask,
+                pad_id=self.tokenizer.pad_id,
+                **kwargs,
+            )
         return self.sample(params, tokens, mask, key, model=model, **kwargs)
 
     def rollout_model(self, params: Any) -> tuple[Transformer, Any]:
@@ -724,17 +880,45 @@ class RolloutAlgorithm(LMAlgorithm):
         """Rewards, DAPO's overlong penalty and dynamic sampling for every agent; the
         sampling metrics (means over agents)."""
         host_state = dict(host_state)
-        examples = host_state.pop("rollout")["examples"]
-        rows, stats = [], []
-        for i, agent_examples in enumerate(examples):
+        rollout = host_state.pop("rollout")
+        rows, stats, carried = [], [], []
+        for i, agent_examples in enumerate(rollout["examples"]):
             one = {name: value[i] for name, value in collected.items()}
-            batch, row_stats = self._score_agent(one, agent_examples)
+            learned = None
+            if self.config.partial_rollouts:  # groups still going wait, carried on
+                learned, groups = self.wait_for_groups(one, agent_examples)
+                carried.append(groups)
+            batch, row_stats = self._score_agent(one, agent_examples, learned)
             rows.append(batch)
             stats.append(row_stats)
         batch = {name: np.stack([r[name] for r in rows]) for name in rows[0]}
         metrics = {name: [s[name] for s in stats] for name in stats[0]}
-        metrics.update(self.clock.metrics(float(np.sum(collected["lengths"]))))
-        return batch, self.count_stalls(host_state, metrics["zero_advantage_groups"]), metrics
+        sampled = np.sum(collected["lengths"]) - rollout.get("carried_tokens", 0)
+        metrics.update(self.clock.metrics(float(sampled)))
+        host_state = self.count_stalls(host_state, metrics["zero_advantage_groups"])
+        if self.config.partial_rollouts:
+            host_state["carry"] = carried
+        return batch, host_state, metrics
+
+    def wait_for_groups(
+        self, collected: dict[str, np.ndarray], examples: Sequence[tasks.Example]
+    ) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        """Partial rollouts, one agent: which rows to learn from (those of groups whose
+        completions have all ended) and the other groups, to carry to the next update
+        with their tokens and behaviour log-probs so far (`partial_rollouts.py`)."""
+        g = self.config.group_size
+        ended = partial_rollouts.ended_groups(
+            collected["lengths"], collected["finished"], g, self.max_new_tokens
+        )
+        groups = partial_rollouts.carry(
+            examples,
+            collected["tokens"][:, self.prompt_len :],
+            collected["sampler_logp"],
+            collected["lengths"],
+            collected["finished"],
+            ended,
+        )
+        return np.repeat(ended, g), groups
 
     def count_stalls(
         self, host_state: dict[str, Any], zero_advantage_groups: Sequence[float]
@@ -747,8 +931,14 @@ class RolloutAlgorithm(LMAlgorithm):
         return {**host_state, "stalled": stalled}
 
     def _score_agent(
-        self, collected: dict[str, np.ndarray], examples: Sequence[tasks.Example]
+        self,
+        collected: dict[str, np.ndarray],
+        examples: Sequence[tasks.Example],
+        learned: np.ndarray | None = None,
     ) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+        """One agent's learning batch and sampling statistics. `learned` (partial
+        rollouts): which rows belong to groups that have ended; the others wait, with no
+        loss (completion mask cleared, reward 0), and stay out of the statistics."""
         c, g = self.config, self.config.group_size
         texts = decode_completions(
             self.tokenizer, collected["tokens"][:, self.prompt_len :], collected["completion_mask"]
@@ -789,19 +979,25 @@ class RolloutAlgorithm(LMAlgorithm):
             )
         if self.implicit_prm:
             batch["outcome_labels"] = correct[rows]
+        if learned is not None:  # partial rollouts: the rows of groups still going wait
+            batch["completion_mask"] = batch["completion_mask"] & learned[rows, None]
+            batch["rewards"] = np.where(learned[rows], batch["rewards"], np.float32(0))
+            rows = rows[learned[rows]]  # the statistics: of the groups learned from
         lengths = collected["lengths"][rows]
         kept_rewards = rewards[rows].reshape(-1, g)
         stats = {
-            "reward_mean": float(rewards[rows].mean()),
-            "reward_std": float(rewards[rows].std()),
-            "accuracy": float(correct[rows].mean()),
-            "response_length_mean": float(lengths.mean()),
-            "response_length_max": float(lengths.max()),
-            "clipped_fraction": float(1.0 - collected["finished"][rows].mean()),
-            "zero_advantage_groups": float(np.mean(kept_rewards.max(1) == kept_rewards.min(1))),
+            "reward_mean": _mean(rewards[rows]),
+            "reward_std": _mean(rewards[rows], np.std),
+            "accuracy": _mean(correct[rows]),
+            "response_length_mean": _mean(lengths),
+            "response_length_max": _mean(lengths, np.max),
+            "clipped_fraction": 1.0 - _mean(collected["finished"][rows]),
+            "zero_advantage_groups": _mean(kept_rewards.max(1) == kept_rewards.min(1)),
             "reward_failures": float(sum(scores.failures.values())),
             "sampled_accuracy": float(correct.mean()),
         }
+        if learned is not None:
+            stats["waiting_groups"] = float(1.0 - len(rows) / len(learned))
         if self.step_rewards is not None:
             ends = batch["step_ends"] > 0
             stats["process_reward_mean"] = float(batch["process_rewards"][ends].mean())
@@ -1191,3 +1387,8 @@ def select_groups(rewards: np.ndarray, group_size: int, num_prompts: int) -> np.
     informative = grouped.max(1) != grouped.min(1)
     order = np.concatenate([np.flatnonzero(informative), np.flatnonzero(~informative)])
     return np.sort(order[:num_prompts])
+
+
+def _mean(x: np.ndarray, reduce: Callable[[np.ndarray], Any] = np.mean) -> float:
+    """`reduce(x)` as a float; NaN for no values (partial rollouts: no group ended yet)."""
+    return float(reduce(x)) if np.size(x) else float("nan")

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import flax
@@ -51,6 +51,7 @@ __all__ = [
     "generate",
     "prefill",
     "sample_logits",
+    "sample_logits_with",
     "token_logprobs",
     "top_k_filter",
     "top_p_filter",
@@ -113,20 +114,43 @@ def sample_logits(
     the rest. ``logprobs`` follow the module convention: the full-vocabulary
     ``log_softmax(logits / temperature)`` (temperature 1 when greedy).
     """
+    return sample_logits_with(
+        lambda shape: prng.gumbel(key, shape, "jax"),
+        logits,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        greedy=greedy,
+    )
+
+
+def sample_logits_with(
+    gumbel: Callable[[tuple[int, ...]], jax.Array],
+    logits: jax.Array,
+    *,
+    temperature: jax.Array | float = 1.0,
+    top_k: int | None = None,
+    top_p: jax.Array | float | None = None,
+    greedy: bool = False,
+) -> tuple[jax.Array, jax.Array]:
+    """`sample_logits` with its Gumbel noise from `gumbel(shape)`, standard Gumbel numbers
+    of `shape` (the logits' or, with top-k / top-p, the candidates' `(..., k)`): the
+    continuous-batching sampler draws each row's own (`prng.gumbel_rows`), so that its
+    tokens are those of one batch (jaxrl/lm/continuous.py)."""
     logits = logits.astype(jnp.float32)
     if greedy:
         tokens = jnp.argmax(logits, axis=-1).astype(jnp.int32)
         return tokens, _gather_logprob(logits, tokens)
     scaled = logits / temperature
     if top_k is None and top_p is None:
-        tokens = _categorical(key, scaled)
+        tokens = _gumbel_argmax(gumbel(scaled.shape), scaled)
         return tokens, _gather_logprob(scaled, tokens)
     # Sample in "candidate space": the top-k (or all, sorted) logits, descending.
     k = scaled.shape[-1] if top_k is None else top_k
     cand_logits, cand_ids = lax.top_k(scaled, k)
     if top_p is not None:
         cand_logits = jnp.where(_nucleus_keep(cand_logits, top_p), cand_logits, _NEG_INF)
-    choice = _categorical(key, cand_logits)
+    choice = _gumbel_argmax(gumbel(cand_logits.shape), cand_logits)
     tokens = jnp.take_along_axis(cand_ids, choice[..., None], axis=-1)[..., 0].astype(jnp.int32)
     return tokens, _gather_logprob(scaled, tokens)
 
@@ -142,7 +166,12 @@ def _categorical(key: jax.Array, logits: jax.Array) -> jax.Array:
     variadic (value, index) reduction that does not vectorise. benchmarks/grpo_step.py
     measures the sampling phase.
     """
-    z = prng.gumbel(key, logits.shape, "jax").astype(logits.dtype) + logits
+    return _gumbel_argmax(prng.gumbel(key, logits.shape, "jax"), logits)
+
+
+def _gumbel_argmax(gumbel: jax.Array, logits: jax.Array) -> jax.Array:
+    """The Gumbel-max draw `argmax(logits + gumbel)` of `_categorical`, on given noise."""
+    z = gumbel.astype(logits.dtype) + logits
     nan = jnp.isnan(z)
     hit = jnp.where(jnp.any(nan, axis=-1, keepdims=True), nan, z == jnp.max(z, -1, keepdims=True))
     index = jnp.arange(z.shape[-1], dtype=jnp.int32)
@@ -401,6 +430,44 @@ def _options(
     )
 
 
+def _checked_inputs(
+    config: Any,
+    prompt_tokens: Any,
+    prompt_mask: Any,
+    num_samples: Any,
+    options: tuple[Any, ...],
+) -> tuple[jax.Array, jax.Array, _Options]:
+    """The prompts (int32), their mask (bool; default all True) and the sampling
+    `options` (max_new_tokens, temperature, top_k, top_p, eos_id, stop_sequences) that
+    `generate` and `generate_continuous` (jaxrl/lm/continuous.py) take, checked: a
+    `ValueError` names the first bad one, and says when the prompt and the completion
+    do not fit the model's context."""
+    prompt_tokens = jnp.asarray(prompt_tokens)
+    if prompt_tokens.ndim != 2:
+        raise ValueError(f"prompt_tokens must be (batch, prompt_len), got {prompt_tokens.shape}")
+    batch, prompt_len = prompt_tokens.shape
+    if prompt_len < 1 or batch < 1:
+        raise ValueError(f"prompt_tokens must be non-empty, got shape {prompt_tokens.shape}")
+    if prompt_mask is None:
+        prompt_mask = jnp.ones(prompt_tokens.shape, dtype=bool)
+    prompt_mask = jnp.asarray(prompt_mask, dtype=bool)
+    if prompt_mask.shape != prompt_tokens.shape:
+        raise ValueError(
+            f"prompt_mask shape {prompt_mask.shape} != prompt_tokens shape {prompt_tokens.shape}"
+        )
+    _check_prompt_rows(prompt_mask)
+    if not isinstance(num_samples, int | np.integer) or num_samples < 1:
+        raise ValueError(f"num_samples must be a positive int, got {num_samples!r}")
+    opts = _options(config, *options)
+    needed = prompt_len + options[0]
+    if needed > config.max_position_embeddings:
+        raise ValueError(
+            f"prompt_len + max_new_tokens = {prompt_len} + {options[0]} = {needed} "
+            f"exceeds the model's max_position_embeddings={config.max_position_embeddings}"
+        )
+    return prompt_tokens.astype(jnp.int32), prompt_mask, opts
+
+
 # --------------------------------------------------------------------------- generate
 
 
@@ -449,25 +516,14 @@ def generate(
     e.g. from ``shard_params``), the KV cache is placed on the same mesh: batch rows
     over the data/fsdp axes and kv heads over ``tensor`` where they divide.
     """
-    config = model.config
-    prompt_tokens = jnp.asarray(prompt_tokens)
-    if prompt_tokens.ndim != 2:
-        raise ValueError(f"prompt_tokens must be (batch, prompt_len), got {prompt_tokens.shape}")
-    batch, prompt_len = prompt_tokens.shape
-    if prompt_len < 1 or batch < 1:
-        raise ValueError(f"prompt_tokens must be non-empty, got shape {prompt_tokens.shape}")
-    if prompt_mask is None:
-        prompt_mask = jnp.ones(prompt_tokens.shape, dtype=bool)
-    prompt_mask = jnp.asarray(prompt_mask, dtype=bool)
-    if prompt_mask.shape != prompt_tokens.shape:
-        raise ValueError(
-            f"prompt_mask shape {prompt_mask.shape} != prompt_tokens shape {prompt_tokens.shape}"
-        )
-    _check_prompt_rows(prompt_mask)
-    if not isinstance(num_samples, int | np.integer) or num_samples < 1:
-        raise ValueError(f"num_samples must be a positive int, got {num_samples!r}")
-    opts = _options(config, max_new_tokens, temperature, top_k, top_p, eos_id, stop_sequences)
-
+    prompt_tokens, prompt_mask, opts = _checked_inputs(
+        model.config,
+        prompt_tokens,
+        prompt_mask,
+        num_samples,
+        (max_new_tokens, temperature, top_k, top_p, eos_id, stop_sequences),
+    )
+    prompt_len = prompt_tokens.shape[1]
     needed = prompt_len + max_new_tokens
     if cache_len is None:
         cache_len = needed
@@ -475,11 +531,6 @@ def generate(
         raise ValueError(
             f"prompt_len + max_new_tokens = {prompt_len} + {max_new_tokens} = {needed} "
             f"exceeds cache_len={cache_len}"
-        )
-    if needed > config.max_position_embeddings:
-        raise ValueError(
-            f"prompt_len + max_new_tokens = {prompt_len} + {max_new_tokens} = {needed} "
-            f"exceeds the model's max_position_embeddings={config.max_position_embeddings}"
         )
     return _generate(
         model,

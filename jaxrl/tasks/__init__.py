@@ -37,6 +37,7 @@ _TASKS = {
     "jsonl": "jaxrl.tasks.jsonl",
     "tool_lookup": "jaxrl.tasks.lookup",
     "multiply": "jaxrl.tasks.multiply",
+    "repeat": "jaxrl.tasks.repeat",
     "strings": "jaxrl.tasks.strings",
     "tool_multiply": "jaxrl.tasks.tool_use",
 }

@@ -17,7 +17,7 @@ def test_unknown_task_lists_the_available_ones():
     with pytest.raises(
         ConfigError,
         match=r"task='nosuch'.*available: addition, addition_retry, addition_steps, countdown, "
-        r"guess, jsonl:PATH, multiply, strings, tool_lookup, tool_multiply",
+        r"guess, jsonl:PATH, multiply, repeat, strings, tool_lookup, tool_multiply",
     ):
         make_task("nosuch")
 
@@ -38,6 +38,7 @@ def test_registry_names_and_knobs():
         "guess",
         "jsonl",
         "multiply",
+        "repeat",
         "strings",
         "tool_lookup",
         "tool_multiply",
