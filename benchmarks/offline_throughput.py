@@ -27,9 +27,9 @@ Rows (each measurement a fresh worker process printing one JSON line):
   training time, compilation excluded.
 * d3rlpy (workers/d3rlpy_offline.py, venv benchmarks/.venvs/d3rlpy): d3rlpy's own `fit`
   step, `sample_transition_batch` then `update`, `--d3rlpy-steps` (`D3RLPY_STEPS`) times
-  after a warm-up, without fit's logging; one seed per process (no vectorisation: N seeds take N times
-  as long, so its row joins every seed count at its 1-seed rate, `1*`). torch uses its
-  default threads (both cores here), as XLA does.
+  after a warm-up, without fit's logging; one seed per process (no vectorisation: N seeds
+  take N times as long, so its row joins every seed count at its 1-seed rate, `1*`).
+  torch uses its default threads (both cores here), as XLA does.
 
 Steps/s = gradient steps summed over seeds per second; `cpu` columns use process CPU
 seconds (steadier on a shared machine). Repeats alternate which library goes first; the
