@@ -31,6 +31,10 @@ Rows (each measurement a fresh worker process printing one JSON line):
   take N times as long, so its row joins every seed count at its 1-seed rate, `1*`).
   torch uses its default threads (both cores here), as XLA does.
 
+`--profile` instead times one gradient step of each algorithm in jaxrl (one agent, a
+jitted scan) beside its matmul floor (benchmarks/matmul_floor.py); CQL's step is ~10x
+IQL's because its penalty runs the critics on 30 sampled actions per state.
+
 Steps/s = gradient steps summed over seeds per second; `cpu` columns use process CPU
 seconds (steadier on a shared machine). Repeats alternate which library goes first; the
 table shows medians and jaxrl / d3rlpy. Writes JSON to `--out` (default
@@ -212,15 +216,29 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--episodes", type=int, default=50, help="dataset size in episodes of 200")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--skip-d3rlpy", action="store_true")
+    p.add_argument("--profile", action="store_true", help="jaxrl's step against its floor")
     p.add_argument("--timeout", type=float, default=3600.0)
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = p.parse_args(argv)
-    if any(s < 1 for s in args.seeds) or (args.steps is not None and args.steps % 1000):
+    if any(s < 1 for s in args.seeds) or (
+        args.steps is not None and args.steps % 1000 and not args.profile
+    ):
         p.error("--seeds must be >= 1 and --steps a positive multiple of 1000")
     meta = run_metadata("offline_throughput", __file__, argv)
     warn_if_loaded("throughput numbers are not to be trusted")
     with tempfile.TemporaryDirectory() as tmp:
         dataset = make_dataset(Path(tmp) / "pendulum_random.npz", args.episodes)
+        if args.profile:
+            for name in args.algorithms:
+                job = {"algorithm": name, "dataset": str(dataset), "config": CONFIGS[name]}
+                job.update(mode="profile", steps=args.steps or 200)
+                r = run_worker(sys.executable, "jaxrl_offline.py", job, args.timeout)
+                print(
+                    f"{name:<7} {r['ms_per_step']:8.2f} ms per gradient step, matmul floor "
+                    f"{r['floor_ms_per_step']:.2f} ms ({r['floor_gflop_per_step']:.3f} GFLOP)",
+                    flush=True,
+                )
+            return 0
         result = run_benchmark(args, dataset)
     print()
     print_table(result["cells"])

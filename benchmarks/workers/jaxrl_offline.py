@@ -14,12 +14,19 @@ Pendulum steps of the policy per `eval_interval` gradient steps, counted in the 
 Throughput is gradient steps summed over seeds per second of the driver's training
 calls (compilation excluded: the driver's own `train_seconds` and `compile_seconds`).
 Prints ONE JSON line.
+
+`"mode": "profile"` instead times one gradient step (sampling and `learn_step`, `steps`
+of them in one jitted `lax.scan`, best of 3) of one agent and its matmul floor
+(benchmarks/matmul_floor.py: the step's matrix products, each timed alone in a loop):
+a step near its floor is bound by the arithmetic its algorithm asks for, not by the
+implementation around it.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 # Neutral keys that are not config fields (they describe the environment's bounds, which
@@ -84,5 +91,63 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def profile(args: dict[str, Any]) -> dict[str, Any]:
+    """Milliseconds per gradient step of one agent, measured and its matmul floor."""
+    import dataclasses
+    import time
+
+    import jax
+    import jax.numpy as jnp
+
+    from jaxrl import algorithms, prng
+    from jaxrl import config as cfg
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/
+    from matmul_floor import matmul_floor
+
+    name, c, steps = args["algorithm"], args["config"], int(args["steps"])
+    entry = algorithms.get(name)
+    fields = {f.name for f in dataclasses.fields(entry.Config)}
+    config = cfg.replace(
+        entry.Config(env=c["env"], dataset=args["dataset"]), **jaxrl_fields(name, c, fields)
+    )
+    algo = entry.make(config)
+    hparams = algo.hyperparams()
+    state = jax.jit(algo.init)(jax.random.key(0), hparams)
+
+    def one(params, learner, key, grad_step):
+        k_sample, k_learn = prng.split(key)
+        batch = algo.sample_batch(state.dataset, k_sample, hparams)
+        return algo.learn_step(params, learner, batch, hparams, k_learn, grad_step)
+
+    @jax.jit
+    def run(params, learner, key):
+        def body(carry, k):
+            params, learner, step = carry
+            params, learner, metrics = one(params, learner, k, step)
+            return (params, learner, step + 1), metrics["loss"]
+
+        return jax.lax.scan(body, (params, learner, jnp.int32(0)), prng.split(key, steps))
+
+    jax.block_until_ready(run(state.params, state.learner, state.key))
+    times = []
+    for i in range(3):
+        t0 = time.perf_counter()
+        jax.block_until_ready(run(state.params, state.learner, jax.random.key(i)))
+        times.append(time.perf_counter() - t0)
+    jaxpr = jax.make_jaxpr(one)(state.params, state.learner, state.key, jnp.int32(0))
+    floor = matmul_floor(jaxpr, method="loop")
+    return {
+        "library": "jaxrl",
+        "algorithm": name,
+        "mode": "profile",
+        "ms_per_step": 1e3 * min(times) / steps,
+        "floor_ms_per_step": 1e3 * floor["seconds"],
+        "floor_gflop_per_step": floor["flops"] / 1e9,
+        "top_products": floor["top"][:5],
+    }
+
+
 if __name__ == "__main__":
-    print(json.dumps(main(json.loads(sys.argv[1]))), flush=True)
+    job = json.loads(sys.argv[1])
+    print(json.dumps(profile(job) if job.get("mode") == "profile" else main(job)), flush=True)
