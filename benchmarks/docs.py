@@ -339,6 +339,11 @@ def _speed_rows(name: str, raw: dict[str, Any]) -> tuple[list[str], list[list[st
             [c["task"], c["library"], str(c["seeds"]), _rate(c["steps_per_second"])]
             for c in _cells(raw)
         ]
+    if name == "offline_throughput":
+        return ["algorithm", "library", "seeds", "gradient steps/s"], [
+            [c["algorithm"], c["library"], str(c["seeds"]), _rate(c["steps_per_second"])]
+            for c in _cells(raw)
+        ]
     if name == "agent_execution":
         return ["case", "agents", "execution", "env steps/s"], [
             [r["case"], str(r["agents"]), r["agent_execution"], _rate(r["env_steps_per_second"])]

@@ -491,6 +491,14 @@ ENTRIES: tuple[Entry, ...] = (
         "DQN on CartPole-v1 and SAC on Pendulum-v1, environment steps per second",
     ),
     _speed(
+        "offline_throughput",
+        "offline_throughput.py",
+        None,
+        "d3rlpy 2.8.1 (PyTorch, CPU)",
+        "gradient steps per second of IQL, TD3+BC and CQL on one Pendulum dataset, same "
+        "networks and batch, at 1 and 16 seeds",
+    ),
+    _speed(
         "agent_execution",
         "agent_execution.py",
         "sac",

@@ -15,6 +15,7 @@ from typing import Any
 
 from jaxrl import algorithms
 from jaxrl import config as cfg
+from jaxrl.training.contract import acts_in_env
 from jaxrl.training.driver import RunConfig, TrainResult
 from jaxrl.training.driver import train as _train
 
@@ -30,9 +31,10 @@ def default_env(module: Any) -> str:
 
 
 def uses_env(module: Any) -> bool:
-    """Whether the algorithm trains in an environment: its declared `trains_on` is
-    "env" (language-model algorithms train on a task). `module` is a registry entry."""
-    return module.trains_on == "env"
+    """Whether the algorithm takes an environment: it acts in one (`acts_in_env`), to
+    train (`trains_on` "env") or to be evaluated (the offline learners, "dataset");
+    language-model algorithms train on a task. `module` is a registry entry."""
+    return acts_in_env(module.algorithm)
 
 
 def make_config(

@@ -749,13 +749,14 @@ def _print_summary(summary: dict[str, Any]) -> None:
 def _cmd_eval(args: argparse.Namespace) -> int:
     import jax
 
+    from jaxrl import api
     from jaxrl.evaluation import load_run, read_run
     from jaxrl.training.run_dir import write_json
 
     _, entry = read_run(args.run_dir)
     count = _eval_count(entry, args.episodes, args.examples)
     algo, state, resolved = load_run(args.run_dir)
-    if entry.trains_on != "env":
+    if not api.uses_env(entry):
         size = algo.held_out_size()
         if count is not None and count > size:
             raise cfg.ConfigError(
@@ -775,7 +776,9 @@ def _eval_count(entry: Any, episodes: int | None, examples: int | None) -> int |
     """What `jaxrl eval` evaluates per agent: `--episodes` (default `EVAL_EPISODES`) for
     an environment run, `--examples` (None: the whole held-out set) for the others; the
     other kind's flag is an error naming the run's algorithm."""
-    if entry.trains_on == "env":
+    from jaxrl import api
+
+    if api.uses_env(entry):
         if examples is not None:
             raise cfg.ConfigError(
                 f"invalid --examples: {entry.name} runs play environment episodes; use --episodes"
@@ -800,7 +803,7 @@ def _eval_report(
     """
     import numpy as np
 
-    from jaxrl.training.contract import TARGET_FIELDS, declared
+    from jaxrl.training.contract import TARGET_FIELDS, acts_in_env, declared
     from jaxrl.training.summary import aggregate
 
     metric = declared(algorithm, "eval_metric")
@@ -810,8 +813,10 @@ def _eval_report(
     per_agent = values.mean(axis=1) if per_episode else values.reshape(-1)
     trains_on = declared(algorithm, "trains_on")
     grid = cfg.expand_grid(cfg.parse_sweep(resolved["run"].get("sweep") or {}))
-    report: dict[str, Any] = {
-        trains_on: resolved["config"].get(TARGET_FIELDS[trains_on]),
+    report: dict[str, Any] = {trains_on: resolved["config"].get(TARGET_FIELDS[trains_on])}
+    if trains_on != "env" and acts_in_env(algorithm):  # an offline run: where it was evaluated
+        report["env"] = resolved["config"].get("env")
+    report |= {
         **aggregate(per_agent, grid, resolved["run"]["num_seeds"], name),
         f"{name}_per_agent": [float(x) for x in per_agent],
     }

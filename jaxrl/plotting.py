@@ -110,8 +110,7 @@ def load_curves(
     )
     grid = cfg.expand_grid(cfg.parse_sweep(resolved["run"].get("sweep") or {}))
     seeds = resolved["run"]["num_seeds"]
-    target = resolved["config"].get(TARGET_FIELDS[entry.trains_on])
-    label = f"{resolved['algorithm']} {target} ({run_dir.name})"
+    label = f"{resolved['algorithm']} {_target(entry, resolved['config'])} ({run_dir.name})"
     curves = {}
     for g, point in enumerate(grid):
         suffix = " ".join(f"{k}={v:g}" for k, v in point.items())
@@ -178,18 +177,20 @@ DATASET_FIELDS = {
 
 
 def _dataset_lines(run_dirs: Sequence[str | pathlib.Path], metric: str) -> list[tuple[str, float]]:
-    """Offline runs: `(label, value)` of each dataset's behaviour mean (its return, or its
-    normalised score) from summary.json, once per dataset, for a dashed line."""
+    """Runs on a dataset (`trains_on` "dataset"): `(label, value)` of each dataset's
+    behaviour mean (its return, or its normalised score) from summary.json, once per
+    dataset, for a dashed line."""
     lines: dict[str, float] = {}
     field = DATASET_FIELDS.get(metric)
     for run_dir in run_dirs:
         path = pathlib.Path(run_dir) / "summary.json"
-        if field is None or not path.exists():
+        resolved = json.loads((pathlib.Path(run_dir) / "config.json").read_text())
+        entry = algorithms.get(resolved["algorithm"])
+        if field is None or entry.trains_on != "dataset" or not path.exists():
             continue
         value = json.loads(path.read_text()).get(field)
         if value is not None:
-            dataset = json.loads((pathlib.Path(run_dir) / "config.json").read_text())["config"]
-            lines.setdefault(f"dataset {pathlib.Path(dataset['dataset']).stem} (behaviour)", value)
+            lines.setdefault(f"dataset {_target(entry, resolved['config'])} (behaviour)", value)
     return list(lines.items())
 
 
@@ -207,15 +208,18 @@ def _mean_std_over_seeds(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mean, np.sqrt(_nan_mean((values - mean[:, None]) ** 2, axis=1))
 
 
+def _target(entry: Any, config: dict[str, Any]) -> str:
+    """What a run trained on, as its config.json names it (a dataset by its file's stem)."""
+    target = config.get(TARGET_FIELDS[entry.trains_on])
+    return pathlib.Path(str(target)).stem if entry.trains_on == "dataset" else str(target)
+
+
 def _targets(resolved: Sequence[dict[str, Any]]) -> str:
     """ "ppo on CartPole-v1" for the runs' algorithms and what they trained on, each once."""
     names = []
     for run in resolved:
         entry = algorithms.get(run["algorithm"])
-        target = run["config"].get(TARGET_FIELDS[entry.trains_on])
-        if entry.trains_on == "dataset":
-            target = pathlib.Path(str(target)).stem
-        name = f"{run['algorithm']} on {target}"
+        name = f"{run['algorithm']} on {_target(entry, run['config'])}"
         if name not in names:
             names.append(name)
     return ", ".join(names)

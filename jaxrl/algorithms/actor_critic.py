@@ -5,9 +5,10 @@
   fields); SAC's and TD3's configs subclass it.
 * `EnsembleQ` / `TwinQ`: N (two) Q(s, a) critics run as one vmapped ensemble,
   `(obs, action) -> (N, B)`, optionally with LayerNorm (RLPD, ReBRAC).
-* The actors: `SquashedGaussianActor` (SAC; the offline learners that need a
-  stochastic policy with a tractable log-probability of its own samples) and
-  `DeterministicActor` (TD3, TD3+BC).
+* The actors: `SquashedGaussianActor` (SAC, RLPD; the offline learners that need a
+  stochastic policy with a tractable log-probability of its own samples),
+  `DeterministicActor` (TD3, TD3+BC, ReBRAC) and `GaussianActor` (IQL: unsquashed, a
+  state-independent standard deviation).
 * `clipped_double_q`, `twin_critic_loss` and `smoothed_target_action`: the clipped
   double-Q estimate (Fujimoto et al. 2018), the critics' regression on one target,
   and TD3's target policy smoothing.
@@ -38,7 +39,7 @@ from flax import struct
 from jaxrl import config as cfg
 from jaxrl.acting import to_box
 from jaxrl.algorithms.offpolicy import OffPolicy, OffPolicyConfig, td_target, update_target
-from jaxrl.nn import MLP, Dense, TanhGaussian, flatten_obs, orthogonal
+from jaxrl.nn import MLP, Dense, DiagGaussian, TanhGaussian, flatten_obs, orthogonal
 from jaxrl.nn.layers import activation_fn
 from jaxrl.replay.nstep import NStepBatch
 
@@ -188,15 +189,21 @@ def squash_log_std(raw: jax.Array) -> jax.Array:
 class SquashedGaussianActor(nn.Module):
     """SAC's policy (Haarnoja et al. 2018): `obs (B, ...) -> TanhGaussian` whose mean
     and log standard deviation are two heads on one MLP. Actions are `tanh(u)` of a
-    sample `u`; `TanhGaussian.log_prob(u)` includes the change of variables."""
+    sample `u`; `TanhGaussian.log_prob(u)` includes the change of variables. With
+    `layer_norm`, LayerNorm after each hidden layer (RLPD starting from a ReBRAC actor)."""
 
     action_dim: int
     hidden_sizes: Sequence[int] = (256, 256)
     activation: str = "relu"
+    layer_norm: bool = False
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> TanhGaussian:
-        x = MLP(self.hidden_sizes, self.activation)(flatten_obs(obs, 1))
+        x = flatten_obs(obs, 1)
+        if self.layer_norm:
+            x = normed_mlp(x, self.hidden_sizes, self.activation)
+        else:
+            x = MLP(self.hidden_sizes, self.activation)(x)
         mean = dense(self.action_dim, 0.01)(x)
         log_std = squash_log_std(dense(self.action_dim, 0.01)(x))
         return TanhGaussian(mean, log_std)
@@ -219,6 +226,25 @@ class DeterministicActor(nn.Module):
         else:
             x = MLP(self.hidden_sizes, self.activation)(x)
         return jnp.tanh(dense(self.action_dim, 0.01)(x))
+
+
+class GaussianActor(nn.Module):
+    """IQL's policy (Kostrikov et al. 2021, the authors' code): `obs (B, ...) ->
+    DiagGaussian(tanh(MLP(obs)), log_std)` with a state-independent, learned log standard
+    deviation in [LOG_STD_MIN, LOG_STD_MAX]. Unsquashed, so the log-probability of a
+    dataset action on the box's edge (|a| = 1) stays finite, which advantage-weighted
+    regression needs; the mean is inside the box."""
+
+    action_dim: int
+    hidden_sizes: Sequence[int] = (256, 256)
+    activation: str = "relu"
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> DiagGaussian:
+        x = MLP(self.hidden_sizes, self.activation)(flatten_obs(obs, 1))
+        mean = jnp.tanh(dense(self.action_dim, 0.01)(x))
+        log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
+        return DiagGaussian(mean, jnp.clip(log_std, LOG_STD_MIN, LOG_STD_MAX))
 
 
 # ----------------------------------------------------------------------------- targets

@@ -9,10 +9,18 @@ in nothing else the driver sees. This module holds the rest once:
   evaluation cadence, network sizes), their docstrings (the CLI's `--help`) and their
   validation. An algorithm's config subclasses it.
 * `OfflineState`: online `params`, the algorithm's `learner` pytree (targets, optimiser
-  states), the `dataset` as a full replay ring (`jaxrl.datasets.to_replay`), the key,
-  counters and `hparams`. The dataset is `checkpoint_exclude`d: `init` rebuilds it from
-  the file, and the driver's frozen-part fingerprint makes a resume with a changed
-  dataset fail instead of silently training on other data.
+  states), the `dataset` as a full replay ring (`jaxrl.datasets.to_replay`), the
+  observation statistics `obs_norm`, the key, counters and `hparams`. The dataset is
+  `checkpoint_exclude`d: `init` rebuilds it from the file, and the driver's frozen-part
+  fingerprint makes a resume with a changed dataset fail instead of silently training
+  on other data.
+* Observation normalisation (`normalize_obs`, Fujimoto & Gu 2021, sec. 5;
+  `jaxrl/datasets/normalization.py`): the dataset's per-feature mean and standard
+  deviation are computed once in `__init__`; `init` normalises the ring's observations
+  and next observations with them, and `act` normalises what the environment shows the
+  policy, from the statistics in the state (checkpointed with it: evaluation, `jaxrl
+  dataset collect` and `rlpd --init-from` see what training saw). Without it the state
+  holds mean 0 and scale 1 and nothing is computed.
 * `OfflineAgent`: an `EnvironmentAlgorithm` with a fused step. One `update` is
 
       eval_interval times: sample batch_size transitions uniformly from the dataset
@@ -27,7 +35,7 @@ anything compiles: a wrong observation or action shape, NaNs, an empty file or a
 field raise `jaxrl.datasets.DatasetError` naming the field. Continuous learners act in
 the normalised box [-1, 1]^d (`to_env_action`); the dataset's actions are mapped into it.
 
-A subclass provides `init_learner`, `learn_step` and `act` (see their docstrings).
+A subclass provides `init_learner`, `learn_step` and `policy` (see their docstrings).
 """
 
 from __future__ import annotations
@@ -53,6 +61,8 @@ from jaxrl.algorithms.actor_critic import (
     twin_critic_loss,
 )
 from jaxrl.algorithms.offpolicy import update_target
+from jaxrl.datasets import normalization
+from jaxrl.datasets.normalization import ObsNorm
 from jaxrl.episodes import agent_episodes
 from jaxrl.replay import buffer, nstep
 from jaxrl.replay.nstep import NStepBatch
@@ -91,6 +101,9 @@ class OfflineConfig:
     """Hidden layer sizes of the MLPs."""
     activation: str = "relu"
     """Hidden activation: tanh, relu, gelu or silu."""
+    normalize_obs: bool = False
+    """Normalise observations by the dataset's per-feature mean and std + 1e-3, in training
+    and when acting (Fujimoto & Gu 2021, sec. 5; the statistics are saved with the state)."""
 
     @property
     def steps_per_update(self) -> int:
@@ -133,6 +146,7 @@ class OfflineState:
     params: Any  # the online networks (what is evaluated and exported)
     learner: Any  # the algorithm's: target networks, optimiser states, ...
     dataset: buffer.ReplayState  # the dataset as a full replay ring (checkpoint_exclude)
+    obs_norm: ObsNorm  # the dataset's observation statistics (identity without normalize_obs)
     key: jax.Array
     update_step: jax.Array  # int32: completed updates
     grad_steps: jax.Array  # int32: gradient steps taken
@@ -147,9 +161,12 @@ class OfflineAgent(EnvironmentAlgorithm):
     * `learn_step(params, learner, batch, hparams, key, grad_step)` ->
       `(params, learner, metrics)`: one gradient step on what `sample_batch` drew (by
       default a `NStepBatch` of the dataset; actions in [-1, 1]^d for a Box space);
-    * `act(state, obs, carry, reset, key, deterministic)` -> `(env_action, carry)`.
+    * `policy(params, obs, key, deterministic)` -> the action in [-1, 1]^d (a Box) or
+      an integer (Discrete), from observations as training saw them (`act` normalises
+      them first and maps the action onto the environment's bounds).
     """
 
+    trains_on = "dataset"  # the config's `dataset`; `env` only evaluates (an EnvironmentAlgorithm)
     progress_unit = "gradient_steps"
     eval_extra = ("normalized_score",)
     action_kind: ClassVar[str] = "continuous"  # or "discrete" (integer actions, as stored)
@@ -197,12 +214,17 @@ class OfflineAgent(EnvironmentAlgorithm):
             f"<= the dataset's {len(self.data)} transitions",
         )
         self.reference = datasets.reference_returns(self.data.metadata)
+        self.obs_norm = (
+            normalization.observation_stats(self.data)
+            if config.normalize_obs
+            else normalization.identity(self.obs_shape)
+        )
         if "gamma" not in self.sweepable:
             raise TypeError(f"{type(self).__name__}.sweepable must contain 'gamma'")
 
     # ------------------------------------------------------------------ subclass API
-    # The two hooks every offline learner defines (IQL, TD3+BC, CQL, SAC-N, ReBRAC);
-    # the base has no default for either.
+    # The three hooks every offline learner defines (IQL, TD3+BC, CQL, SAC-N, ReBRAC);
+    # the base has no default for any.
     def init_learner(self, key: jax.Array, hparams: Any, params: Any) -> tuple[Any, Any]:
         """`(params, learner)`: the online networks (fresh, or the warm-start `params`
         checked against their tree) and what the learner keeps besides them (targets,
@@ -222,6 +244,18 @@ class OfflineAgent(EnvironmentAlgorithm):
         `(params, learner, metrics)`; `grad_step` is the 0-based gradient-step count
         (delayed policy updates)."""
         raise NotImplementedError(f"{type(self).__name__} must implement learn_step")
+
+    def policy(self, params: Any, obs: jax.Array, key: jax.Array, deterministic: bool) -> jax.Array:
+        """The policy's action at (normalised, as in training) observations `obs (B, ...)`:
+        in [-1, 1]^d for a Box action space, an integer for a Discrete one."""
+        raise NotImplementedError(f"{type(self).__name__} must implement policy")
+
+    def act(self, state: OfflineState, obs, carry, reset, key, deterministic: bool = True):
+        """`policy` at the observations normalised by the state's statistics (when
+        `normalize_obs`), on the environment's bounds; no carry."""
+        if self.config.normalize_obs:
+            obs = state.obs_norm.normalize(obs)
+        return self.to_env_action(self.policy(state.params, obs, key, deterministic)), carry
 
     def sample_batch(self, dataset: buffer.ReplayState, key: jax.Array, hparams: Any) -> Any:
         """`batch_size` transitions drawn uniformly from the dataset, as the one-step
@@ -265,10 +299,21 @@ class OfflineAgent(EnvironmentAlgorithm):
         """Fresh (or warm-started) networks and the dataset as an on-device replay ring."""
         key, k_learner = jax.random.split(key)
         params, learner = self.init_learner(k_learner, hparams, params)
+        ring = datasets.to_replay(self.data, self.action_space)
+        if self.config.normalize_obs:
+            norm = self.obs_norm.normalize
+            items = ring.items
+            ring = ring.replace(
+                items=items.replace(
+                    observation=norm(items.observation),
+                    next_observation=norm(items.next_observation),
+                )
+            )
         return OfflineState(
             params=params,
             learner=learner,
-            dataset=datasets.to_replay(self.data, self.action_space),
+            dataset=ring,
+            obs_norm=self.obs_norm,
             key=key,
             update_step=jnp.zeros((), jnp.int32),
             grad_steps=jnp.zeros((), jnp.int32),
@@ -399,11 +444,10 @@ class SoftOfflineAgent(OfflineAgent):
         params = self.init_networks(key, networks, params)
         return params, SoftLearner.create(params, hparams.alpha)
 
-    def act(self, state: OfflineState, obs, carry, reset, key, deterministic: bool = True):
-        """`tanh` of the Gaussian's mean (or of a sample), on the environment's bounds."""
-        dist = self.actor.apply(state.params["actor"], obs)
-        u = dist.mode() if deterministic else dist.sample(key)
-        return self.to_env_action(jnp.tanh(u)), carry
+    def policy(self, params: Any, obs: jax.Array, key: jax.Array, deterministic: bool) -> jax.Array:
+        """`tanh` of the Gaussian's mean (or of a sample)."""
+        dist = self.actor.apply(params["actor"], obs)
+        return jnp.tanh(dist.mode() if deterministic else dist.sample(key))
 
     def critic_regulariser(
         self, critic_params: Any, actor_params: Any, batch: NStepBatch, q: jax.Array,

@@ -13,8 +13,12 @@ Declarations (class attributes, read by the API, CLI, summary, `jaxrl eval` and 
 which never guess an algorithm's family from its config fields):
     trains_on          "env" (an environment: subclass `EnvironmentAlgorithm`), "task"
                        (a language-model task; pairs or prompts made on the host) or
-                       "dataset" (a fixed data set: the offline family). The config names
-                       it in its `env`, `task` or `data` field (`target_name`).
+                       "dataset" (a fixed data set: the offline family, which subclasses
+                       `EnvironmentAlgorithm` too, the environment only evaluating its
+                       policy). The config names it in its `env`, `task` or `dataset`
+                       field (`target_name`). Whether an algorithm takes an environment
+                       (`--env`, episodes in `jaxrl eval`) is whether it is an
+                       `EnvironmentAlgorithm` (`acts_in_env`), not its `trains_on`.
     headline_metric    the `metrics.jsonl` column that says how well training goes
                        ("episode_return", an LM's accuracy): plotted by default and, for
                        "episode_return", summarised as `summary.json`'s `final_return_*`.
@@ -169,7 +173,7 @@ Metrics = Mapping[str, jax.Array]
 PROGRESS_UNITS = ("env_steps", "samples", "tokens", "gradient_steps")
 
 # What an algorithm trains on, and the config field that names it (`target_name`).
-TARGET_FIELDS = {"env": "env", "task": "task", "dataset": "data"}
+TARGET_FIELDS = {"env": "env", "task": "task", "dataset": "dataset"}
 
 # The phases of a staged update in the order they run (`Algorithm.phases`).
 STAGED_PHASES = ("prepare", "collect", "respond", "process", "learn")
@@ -240,7 +244,7 @@ class Algorithm:
     @classmethod
     def target_name(cls, config: Any) -> str:
         """What a run of `config` trains on, as run directories name it: the config's
-        `env`, `task` or `data` field (`TARGET_FIELDS`; a data file by its stem)."""
+        `env`, `task` or `dataset` field (`TARGET_FIELDS`; a data file by its stem)."""
         value = str(getattr(config, TARGET_FIELDS[declared(cls, "trains_on")]))
         return pathlib.Path(value).stem if cls.trains_on == "dataset" else value
 
@@ -541,6 +545,13 @@ def check_environment_algorithm(algo: Any) -> None:
         missing.append("act")
     if missing:
         raise TypeError(f"{cls.__name__} lacks {missing} of the EnvironmentAlgorithm protocol")
+
+
+def acts_in_env(cls: type) -> bool:
+    """Whether algorithm class `cls` acts in an environment (an `EnvironmentAlgorithm`):
+    it takes `--env` and `jaxrl eval` plays episodes with it, whether it trains there
+    (`trains_on` "env") or on a dataset and is evaluated there ("dataset")."""
+    return issubclass(cls, EnvironmentAlgorithm)
 
 
 def declared(cls: type, attribute: str) -> Any:

@@ -15,7 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl import cli, datasets, envs
+import jaxrl
+from jaxrl import algorithms, api, cli, datasets, envs
 from jaxrl import config as cfg
 from jaxrl.algorithms import cql, iql, rebrac, sac_n, td3_bc
 from jaxrl.algorithms.actor_critic import EnsembleQ, QValue
@@ -25,9 +26,11 @@ from jaxrl.algorithms.rebrac import losses as rebrac_losses
 from jaxrl.algorithms.sac_n import losses as sac_n_losses
 from jaxrl.algorithms.td3_bc import losses as td3_bc_losses
 from jaxrl.datasets import collect
+from jaxrl.evaluation import load_run
 from jaxrl.replay.nstep import NStepBatch
 from jaxrl.training.checkpoint import tree_fingerprint
 from jaxrl.training.driver import RunConfig, train
+from jaxrl.training.run_dir import checkpointed_fields
 
 TINY = dict(total_steps=40, eval_interval=20, eval_episodes=2, batch_size=8, hidden_sizes=(16,))
 
@@ -196,6 +199,15 @@ def test_config_errors_name_the_field(dataset_path, cls, overrides, match):
         make(cls, dataset_path, **overrides)
 
 
+def test_offline_learners_train_on_a_dataset_and_are_evaluated_in_an_env(dataset_path):
+    for name in ("iql", "td3-bc", "cql", "cql-discrete", "sac-n", "rebrac"):
+        entry = algorithms.get(name)
+        assert entry.trains_on == "dataset" and api.uses_env(entry)  # --env: evaluation
+    assert algorithms.get("rlpd").trains_on == "env"  # online, with a dataset mixed in
+    config = jaxrl.make_config("iql", "Pendulum-v1", dataset=dataset_path)
+    assert iql.IQL.target_name(config) == "random"  # run directories: iql-random-<time>
+
+
 def test_a_dataset_of_another_environment_is_refused_before_training(dataset_path):
     config = cfg.replace(
         iql.IQLConfig(env="MountainCarContinuous-v0", dataset=dataset_path), **TINY
@@ -208,6 +220,91 @@ def test_a_discrete_environment_is_refused(dataset_path):
     config = cfg.replace(td3_bc.TD3BCConfig(env="CartPole-v1", dataset=dataset_path), **TINY)
     with pytest.raises(cfg.ConfigError, match="needs a 1-D Box"):
         td3_bc.TD3BC.make(config)
+
+
+# ----------------------------------------------------------------------------- normalisation
+
+
+def test_observation_stats_by_hand():
+    # Features [0, 2], [1, 1], [2, 4]: means 1, 1, 3; population stds 1, 0, 1; + eps 1e-3.
+    data = datasets.from_arrays(
+        {
+            "observations": np.array([[0.0, 1.0, 2.0], [2.0, 1.0, 4.0]], np.float32),
+            "actions": np.zeros((2, 1), np.float32),
+            "rewards": np.zeros(2, np.float32),
+            "terminations": np.array([False, False]),
+            "truncations": np.array([False, True]),
+            "next_observations": np.zeros((2, 3), np.float32),
+        }
+    )
+    norm = datasets.observation_stats(data)
+    np.testing.assert_allclose(norm.mean, [1.0, 1.0, 3.0])
+    np.testing.assert_allclose(norm.scale, [1.001, 0.001, 1.001], rtol=1e-6)
+    # (2 - 1) / 1.001, (1 - 1) / 0.001, (2 - 3) / 1.001
+    normalized = norm.normalize(jnp.array([[2.0, 1.0, 2.0]]))
+    np.testing.assert_allclose(normalized, [[1 / 1.001, 0.0, -1 / 1.001]], rtol=1e-6)
+
+
+def test_only_td3_bc_normalises_by_default():
+    assert td3_bc.TD3BCConfig().normalize_obs  # Fujimoto & Gu 2021, sec. 5
+    for config in (iql.IQLConfig(), rebrac.ReBRACConfig(), cql.CQLConfig(), sac_n.SACNConfig()):
+        assert not config.normalize_obs
+
+
+def test_normalisation_trains_and_acts_with_the_statistics_in_the_state(dataset_path):
+    data = datasets.load(dataset_path)
+    obs64 = data.observations.astype(np.float64)
+    mean, scale = obs64.mean(axis=0), obs64.std(axis=0) + 1e-3
+    algo = make(td3_bc.TD3BC, dataset_path)
+    state = algo.init(jax.random.key(0), algo.hyperparams())
+    np.testing.assert_allclose(state.obs_norm.mean, mean, rtol=1e-5)
+    np.testing.assert_allclose(state.obs_norm.scale, scale, rtol=1e-5)
+    # Training samples the normalised ring (observations and next observations) ...
+    ring = state.dataset.items
+    np.testing.assert_allclose(ring.observation[:, 0], (obs64 - mean) / scale, atol=1e-5)
+    expected_next = (data.next_observations - mean) / scale
+    np.testing.assert_allclose(ring.next_observation[:, 0], expected_next, atol=1e-5)
+    # ... and acting (evaluation, dataset collection) normalises raw observations with the
+    # statistics the state holds (so those of a checkpoint), not recomputed ones.
+    seen = []
+
+    def spy(params, obs, key, deterministic):
+        seen.append(obs)
+        return jnp.zeros((obs.shape[0], 1))
+
+    algo.policy = spy
+    raw = jnp.asarray(data.observations[:5])
+    algo.act(state, raw, None, None, jax.random.key(1))
+    np.testing.assert_allclose(seen[-1], (obs64[:5] - mean) / scale, atol=1e-5)
+    shifted = state.replace(obs_norm=state.obs_norm.replace(mean=state.obs_norm.mean + 1.0))
+    algo.act(shifted, raw, None, None, jax.random.key(1))
+    np.testing.assert_allclose(seen[-1], (obs64[:5] - mean - 1.0) / scale, atol=1e-5)
+    # The statistics are checkpointed with the state.
+    assert "obs_norm" in checkpointed_fields(algo, state)
+
+
+def test_without_normalisation_nothing_changes_the_observations(dataset_path):
+    data = datasets.load(dataset_path)
+    algo = make(td3_bc.TD3BC, dataset_path, normalize_obs=False)
+    state = algo.init(jax.random.key(0), algo.hyperparams())
+    np.testing.assert_array_equal(state.obs_norm.mean, np.zeros(3))
+    np.testing.assert_array_equal(state.obs_norm.scale, np.ones(3))
+    np.testing.assert_array_equal(state.dataset.items.observation[:, 0], data.observations)
+    seen = []
+    algo.policy = lambda params, obs, key, deterministic: seen.append(obs) or obs[:, :1]
+    raw = jnp.asarray(data.observations[:5])
+    algo.act(state, raw, None, None, jax.random.key(1))
+    assert seen[-1] is raw
+
+
+@pytest.mark.slow  # a short run through the driver (~20 s)
+def test_a_restored_run_acts_with_the_training_statistics(dataset_path, tmp_path):
+    run_dir = tmp_path / "run"
+    train(make(td3_bc.TD3BC, dataset_path), RunConfig(run_dir=str(run_dir), progress=False))
+    algo, state, _ = load_run(run_dir)
+    expected = datasets.observation_stats(datasets.load(dataset_path))
+    np.testing.assert_array_equal(state.obs_norm.mean[0], expected.mean)
+    np.testing.assert_array_equal(state.obs_norm.scale[0], expected.scale)
 
 
 # ----------------------------------------------------------------------------- the driver
@@ -289,6 +386,7 @@ def test_cli_train_eval_and_plot_report_normalised_scores(dataset_path, tmp_path
     capsys.readouterr()
     assert cli.main(["eval", str(run_dir), "--episodes", "2"]) == 0
     report = json.loads(capsys.readouterr().out)
+    assert (report["dataset"], report["env"]) == (dataset_path, "Pendulum-v1")
     scores = datasets.normalized_score(np.asarray(report["return_per_agent"]), -1200.0, -150.0)
     np.testing.assert_allclose(report["normalized_score_per_agent"], scores, rtol=1e-5)
     pytest.importorskip("matplotlib")

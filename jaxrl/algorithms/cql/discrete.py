@@ -16,7 +16,7 @@ from flax import struct
 from jaxrl import envs
 from jaxrl.algorithms import offpolicy
 from jaxrl.algorithms.actor_critic import adam, adam_update
-from jaxrl.algorithms.offline import OfflineAgent, OfflineState
+from jaxrl.algorithms.offline import OfflineAgent
 from jaxrl.algorithms.qlearning import QNetwork, bootstrap_value, resolve_torso, take_action
 from jaxrl.replay.nstep import NStepBatch
 
@@ -57,10 +57,9 @@ class DiscreteCQL(OfflineAgent):
         params = self.init_networks(key, {"q": (self.q_network, "obs")}, params)
         return params, DiscreteCQLLearner(target=params["q"], opt=adam(1.0).init(params["q"]))
 
-    def act(self, state: OfflineState, obs, carry, reset, key, deterministic: bool = True):
+    def policy(self, params: Any, obs: jax.Array, key: jax.Array, deterministic: bool) -> jax.Array:
         """The greedy action (offline policies are evaluated as they are)."""
-        q = self.q_network.apply(state.params["q"], obs)
-        return jnp.argmax(q, axis=-1).astype(jnp.int32), carry
+        return jnp.argmax(self.q_network.apply(params["q"], obs), axis=-1).astype(jnp.int32)
 
     def learn_step(
         self,

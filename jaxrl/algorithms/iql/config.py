@@ -29,6 +29,9 @@ class IQLConfig(OfflineConfig):
     """beta of the advantage weights exp(beta (Q - V)): 0 is behaviour cloning."""
     max_weight: float = 100.0
     """Clip of the advantage weights (the authors' code: 100)."""
+    layer_norm: bool = False
+    """LayerNorm after each hidden layer of the critics (as RLPD's, so that an rlpd run
+    can start from this run's critics: `jaxrl train rlpd --init-from RUN_DIR`)."""
 
     def validate(self) -> IQLConfig:
         """Raises `ConfigError` naming the first invalid field; returns self."""

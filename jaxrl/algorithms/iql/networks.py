@@ -1,5 +1,6 @@
-"""IQL's networks: the state-value network and the Gaussian actor (Kostrikov et al. 2021).
-The twin critics are the shared `jaxrl.algorithms.actor_critic.TwinQ`."""
+"""IQL's networks: the state-value network. The actor (`GaussianActor`) and the twin
+critics (`TwinQ`) are the shared ones of `jaxrl/algorithms/actor_critic.py` (RLPD starts
+from an IQL actor: `rlpd --init-from`)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,9 @@ from collections.abc import Sequence
 
 import flax.linen as nn
 import jax
-import jax.numpy as jnp
 
-from jaxrl.algorithms.actor_critic import LOG_STD_MAX, LOG_STD_MIN, dense
-from jaxrl.nn import MLP, DiagGaussian, flatten_obs
+from jaxrl.algorithms.actor_critic import GaussianActor, dense
+from jaxrl.nn import MLP, flatten_obs
 
 __all__ = ["GaussianActor", "ValueNetwork"]
 
@@ -24,22 +24,3 @@ class ValueNetwork(nn.Module):
     @nn.compact
     def __call__(self, obs: jax.Array) -> jax.Array:
         return dense(1, 1.0)(MLP(self.hidden_sizes, self.activation)(flatten_obs(obs, 1)))[..., 0]
-
-
-class GaussianActor(nn.Module):
-    """`obs (B, ...) -> DiagGaussian(tanh(MLP(obs)), log_std)` with a state-independent,
-    learned log standard deviation in [LOG_STD_MIN, LOG_STD_MAX], as in the IQL authors'
-    code. Unsquashed, so the log-probability of a dataset action on the box's edge
-    (|a| = 1) stays finite, which advantage-weighted regression needs; the mean is
-    inside the box, and `act` clips a sample into it."""
-
-    action_dim: int
-    hidden_sizes: Sequence[int] = (256, 256)
-    activation: str = "relu"
-
-    @nn.compact
-    def __call__(self, obs: jax.Array) -> DiagGaussian:
-        x = MLP(self.hidden_sizes, self.activation)(flatten_obs(obs, 1))
-        mean = jnp.tanh(dense(self.action_dim, 0.01)(x))
-        log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
-        return DiagGaussian(mean, jnp.clip(log_std, LOG_STD_MIN, LOG_STD_MAX))

@@ -25,7 +25,7 @@ from flax import struct
 from jaxrl import envs
 from jaxrl.algorithms import offpolicy
 from jaxrl.algorithms.actor_critic import TwinQ, adam, adam_update, clipped_double_q, critic_update
-from jaxrl.algorithms.offline import OfflineAgent, OfflineState
+from jaxrl.algorithms.offline import OfflineAgent
 from jaxrl.replay.nstep import NStepBatch
 
 from . import losses
@@ -59,7 +59,7 @@ class IQL(OfflineAgent):
         super().__init__(config, env, env_params)
         sizes, activation = tuple(config.hidden_sizes), config.activation
         self.actor = GaussianActor(self.action_dim, sizes, activation)
-        self.critic = TwinQ(sizes, activation)
+        self.critic = TwinQ(sizes, activation, layer_norm=config.layer_norm)
         self.value = ValueNetwork(sizes, activation)
 
     def init_learner(self, key: jax.Array, hparams: Any, params: Any) -> tuple[Any, IQLLearner]:
@@ -77,11 +77,10 @@ class IQL(OfflineAgent):
             value_opt=adam(1.0).init(params["value"]),
         )
 
-    def act(self, state: OfflineState, obs, carry, reset, key, deterministic: bool = True):
-        """The Gaussian's mean (or a sample clipped into [-1, 1]^d), on the env's bounds."""
-        dist = self.actor.apply(state.params["actor"], obs)
-        action = dist.mode() if deterministic else jnp.clip(dist.sample(key), -1.0, 1.0)
-        return self.to_env_action(action), carry
+    def policy(self, params: Any, obs: jax.Array, key: jax.Array, deterministic: bool) -> jax.Array:
+        """The Gaussian's mean (or a sample clipped into [-1, 1]^d)."""
+        dist = self.actor.apply(params["actor"], obs)
+        return dist.mode() if deterministic else jnp.clip(dist.sample(key), -1.0, 1.0)
 
     def learn_step(
         self,

@@ -24,7 +24,7 @@ from jaxrl.algorithms.actor_critic import (
     delayed_policy_step,
     smoothed_target_action,
 )
-from jaxrl.algorithms.offline import OfflineAgent, OfflineState
+from jaxrl.algorithms.offline import OfflineAgent
 from jaxrl.replay import buffer, nstep
 from jaxrl.replay.nstep import NStepBatch
 
@@ -81,9 +81,9 @@ class ReBRAC(OfflineAgent):
             next_valid=~(now.terminated | now.truncated),
         )
 
-    def act(self, state: OfflineState, obs, carry, reset, key, deterministic: bool = True):
-        """The actor's action on the environment's bounds."""
-        return self.to_env_action(self.actor.apply(state.params["actor"], obs)), carry
+    def policy(self, params: Any, obs: jax.Array, key: jax.Array, deterministic: bool) -> jax.Array:
+        """The actor's action."""
+        return self.actor.apply(params["actor"], obs)
 
     def learn_step(
         self,

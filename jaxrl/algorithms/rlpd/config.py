@@ -27,13 +27,18 @@ class RLPDConfig(ActorCriticConfig):
     offline_ratio: float = 0.5
     """Share of each batch drawn from the dataset (RLPD's symmetric sampling: 0.5)."""
     init_from: str = ""
-    """A run directory (an offline run with the same networks: cql or sac-n with
-    layer_norm) whose agent 0 parameters start the actor and critics ("": fresh)."""
+    """An offline run directory (cql, sac-n, iql, td3-bc or rebrac with the same layer
+    sizes and critics) whose agent 0 actor and critics start this run ("": fresh)."""
     num_critics: int = 2
-    """Critics in the ensemble (RLPD's paper uses 10 with a random pair in the target; here
-    the minimum over all, as SAC)."""
+    """Critics in the ensemble (RLPD's paper: 10)."""
+    critic_subset: int = 2
+    """Critics the target's minimum is over, drawn at random from the ensemble at every
+    gradient step (RLPD's paper: 2 of 10, as REDQ); = num_critics: the minimum over all."""
     layer_norm: bool = True
     """LayerNorm after each hidden layer of the critics (RLPD, sec. 3.2)."""
+    actor_layer_norm: bool = False
+    """LayerNorm after each hidden layer of the actor (to start from a ReBRAC actor, which
+    has it)."""
     gradient_steps: int = 10
     """Gradient steps per environment step: the update-to-data ratio (RLPD: 20)."""
     learning_starts: int = 1_000
@@ -56,6 +61,12 @@ class RLPDConfig(ActorCriticConfig):
             "num_critics",
             self.num_critics,
             "an integer >= 2",
+        )
+        cfg.check(
+            isinstance(self.critic_subset, int) and 1 <= self.critic_subset <= self.num_critics,
+            "critic_subset",
+            self.critic_subset,
+            f"an integer in [1, num_critics={self.num_critics}]",
         )
         cfg.check_positive(self, "alpha_lr", "alpha")
         cfg.check(

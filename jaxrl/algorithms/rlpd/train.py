@@ -4,11 +4,13 @@
 What makes it RLPD (Ball et al. 2023): `replay_batch` draws `offline_batch` of every
 batch from the offline dataset (a full replay ring, `jaxrl.datasets.to_replay`, kept in
 the learner and so in checkpoints: a resumed run samples the same data) and the rest
-from the online replay buffer; the critics are a LayerNorm `EnsembleQ`; several gradient
-steps follow each environment step. The soft target, the actor's and the temperature's
-steps are the shared SAC backbone's. `load_params` starts from an offline run
-(`init_from`), so `jaxrl train cql ...` then `jaxrl train rlpd --init-from RUN_DIR` is
-offline-to-online; the online run is a run like any other (checkpoints, `--resume`).
+from the online replay buffer; the critics are a LayerNorm `EnsembleQ`; the target's
+minimum is over `critic_subset` critics drawn at random at every gradient step
+(`losses.py`); several gradient steps follow each environment step. The soft target,
+the actor's and the temperature's steps are the shared SAC backbone's. `load_params`
+starts from an offline run (`init_from`: cql, sac-n, iql, td3-bc, rebrac; the mapping is
+`warm_start.py`), so `jaxrl train iql ...` then `jaxrl train rlpd --init-from RUN_DIR`
+is offline-to-online; the online run is a run like any other (checkpoints, `--resume`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import struct
 
 from jaxrl import config as cfg
@@ -39,6 +40,7 @@ from jaxrl.algorithms.offpolicy import OffPolicyState
 from jaxrl.replay import buffer, nstep
 from jaxrl.replay.nstep import NStepBatch
 
+from . import losses, warm_start
 from .config import PRESETS, SWEEPABLE, RLPDConfig
 
 __all__ = ["RLPD", "RLPDLearner"]
@@ -67,8 +69,12 @@ class RLPD(ActorCriticAgent):
     def __init__(self, config: RLPDConfig, env: envs.Environment, env_params: Any):
         super().__init__(config, env, env_params)
         sizes, activation = tuple(config.hidden_sizes), config.activation
-        self.actor = SquashedGaussianActor(self.action_dim, sizes, activation)
+        self.actor = SquashedGaussianActor(
+            self.action_dim, sizes, activation, config.actor_layer_norm
+        )
         self.critic = EnsembleQ(sizes, activation, config.num_critics, config.layer_norm)
+        # The target's random subset of the critics, as an ensemble of its own size.
+        self.target_subset = EnsembleQ(sizes, activation, config.critic_subset, config.layer_norm)
         self.data = None
         if config.dataset:
             self.data = datasets.check(
@@ -92,20 +98,15 @@ class RLPD(ActorCriticAgent):
         return super().hyperparams(**overrides)
 
     def load_params(self) -> Any:
-        """Agent 0's `{"actor", "critic"}` of the `init_from` run's newest checkpoint."""
+        """`{"actor", "critic"}` from agent 0 of the `init_from` run's newest checkpoint,
+        mapped onto RLPD's networks (`warm_start.from_run`: cql, sac-n, iql, td3-bc,
+        rebrac; a `ConfigError` names what does not match)."""
         if not self.config.init_from:
             return None
         from jaxrl.evaluation import load_run
 
-        _, state, _ = load_run(self.config.init_from)
-        params = jax.tree.map(lambda x: np.asarray(x[0]), state.params)
-        missing = {"actor", "critic"} - set(params)
-        if missing:
-            raise cfg.ConfigError(
-                f"invalid init_from={self.config.init_from!r}: its parameters have no "
-                f"{sorted(missing)} (start from an offline run on the SAC backbone: cql, sac-n)"
-            )
-        return {"actor": params["actor"], "critic": params["critic"]}
+        source, state, _ = load_run(self.config.init_from)
+        return warm_start.from_run(self, source, state, self.config.init_from)
 
     def init_learner(self, key: jax.Array, hparams: Any, params: Any) -> tuple[Any, RLPDLearner]:
         """Fresh (or `init_from`'s) networks, SAC's learner state, the dataset's ring."""
@@ -159,13 +160,21 @@ class RLPD(ActorCriticAgent):
         key: jax.Array,
         grad_step: jax.Array,
     ) -> tuple[Any, RLPDLearner, None, Mapping[str, jax.Array]]:
-        """SAC's step on the mixed batch: critics, targets, actor and temperature."""
-        hp = hparams
-        k_next, k_actor = prng.split(key)
+        """SAC's step on the mixed batch: critics (towards the minimum over a random
+        `critic_subset` of the target critics), targets, actor and temperature."""
+        c, hp = self.config, hparams
         alpha = jnp.exp(learner.log_alpha)
+        if c.critic_subset < c.num_critics:  # min over a random subset (losses.py)
+            k_next, k_actor, k_subset = prng.split(key, 3)
+            subset = losses.critic_subset(k_subset, c.num_critics, c.critic_subset)
+            target_critic = losses.take_critics(learner.target_critic, subset)
+            target_net = self.target_subset
+        else:  # the minimum over all: SAC's clipped double Q
+            k_next, k_actor = prng.split(key)
+            target_critic, target_net = learner.target_critic, self.critic
         next_dist = self.actor.apply(params["actor"], batch.next_observation)
         next_u = next_dist.sample(k_next)
-        next_q = self.critic.apply(learner.target_critic, batch.next_observation, jnp.tanh(next_u))
+        next_q = target_net.apply(target_critic, batch.next_observation, jnp.tanh(next_u))
         target = soft_td_target(batch, next_q, next_dist.log_prob(next_u), alpha)
 
         def critic_loss_fn(p):

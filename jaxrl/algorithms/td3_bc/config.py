@@ -24,6 +24,9 @@ class TD3BCConfig(OfflineConfig):
     """TD3+BC (Fujimoto & Gu 2021): TD3 whose actor also regresses on the dataset's
     actions, the Q term normalised by its mean magnitude. Defaults are the paper's."""
 
+    normalize_obs: bool = True
+    """Normalise observations by the dataset's per-feature mean and std + 1e-3, in training
+    and when acting (the paper's sec. 5; the statistics are saved with the state)."""
     alpha: float = 2.5
     """Weight of the Q term against behaviour cloning (lambda = alpha / mean|Q|); 0 is BC."""
     policy_delay: int = 2

@@ -26,7 +26,7 @@ from jaxrl.algorithms.actor_critic import (
     delayed_policy_step,
     smoothed_target_action,
 )
-from jaxrl.algorithms.offline import OfflineAgent, OfflineState
+from jaxrl.algorithms.offline import OfflineAgent
 from jaxrl.replay.nstep import NStepBatch
 
 from . import losses
@@ -61,10 +61,10 @@ class TD3BC(OfflineAgent):
         params = self.init_networks(key, networks, params)
         return params, DelayedLearner.create(params)
 
-    def act(self, state: OfflineState, obs, carry, reset, key, deterministic: bool = True):
-        """The actor's action on the environment's bounds (no exploration noise: an
-        offline policy is evaluated as it is)."""
-        return self.to_env_action(self.actor.apply(state.params["actor"], obs)), carry
+    def policy(self, params: Any, obs: jax.Array, key: jax.Array, deterministic: bool) -> jax.Array:
+        """The actor's action (no exploration noise: an offline policy is evaluated as
+        it is)."""
+        return self.actor.apply(params["actor"], obs)
 
     def learn_step(
         self,
