@@ -146,7 +146,15 @@ def make(name: str, **overrides):
     return algorithms.get(name).make(jaxrl.make_config(name, "SimpleSpread-MPE", **overrides))
 
 
-@pytest.mark.parametrize("case", list(CASES))
+# The default tier resumes one case per algorithm, together covering shared and separate
+# parameters, feed-forward and recurrent actors; the other variants run with -m slow.
+DEFAULT_CASES = ("ippo", "mappo-recurrent-separate", "pqn-vdn")
+
+
+@pytest.mark.parametrize(
+    "case",
+    [c if c in DEFAULT_CASES else pytest.param(c, marks=pytest.mark.slow) for c in CASES],
+)
 def test_resumed_run_matches_an_uninterrupted_one(case, tmp_path):
     """Two seeds, four updates; stopped after two and resumed: the same state bit for bit.
     (Schedules that follow `total_steps` are fixed, so the shorter first run is a prefix.)"""
@@ -220,3 +228,14 @@ def test_a_single_agent_environment_object_is_refused_before_compiling():
     config = jaxrl.make_config("ippo", "SimpleSpread-MPE")
     with pytest.raises(ConfigError, match=r"invalid env='SimpleSpread-MPE': must be a multi-agent"):
         algorithms.get("ippo").algorithm(config, env, params)
+
+
+@pytest.mark.optional
+def test_mappo_trains_on_jaxmarl_smax_through_the_adapter():
+    """Dead units are masked out of the loss; the critic reads SMAX's world state."""
+    pytest.importorskip("jaxmarl")
+    result = jaxrl.train(
+        "mappo", env="jaxmarl:HeuristicEnemySMAX", num_seeds=2, progress=False, **PPO_TINY
+    )
+    last = result.metrics[-1]
+    assert np.isfinite(last["loss"]).all() and (np.asarray(last["episodes"]) > 0).all()

@@ -1,12 +1,18 @@
 """Learning on SimpleSpread-MPE (slow): IPPO, MAPPO and PQN-VDN end clearly above a
 random policy.
 
-Each algorithm trains with its defaults (`jaxrl/algorithms/{ippo,mappo,pqn_vdn}/config.py`,
-the budget of its registry entry cut to `BUDGET`) for 4 seeds, vmapped in one program,
-and every seed's final return (the mean over agents of their episode returns, episodes
-ending in the last 10% of updates) must reach the algorithm's threshold. The random
-policy's mean return is computed here from 512 episodes. Thresholds come from the spread
-over seeds measured with these settings (see `THRESHOLD`).
+Each algorithm trains with its defaults (`jaxrl/algorithms/{ippo,mappo,pqn_vdn}/config.py`)
+on a reduced budget, 300k environment steps instead of its registry entry's 1M, with a
+larger learning rate (1e-3 for 2.5e-4) to learn within it, for 4 seeds vmapped in one
+program (70-95 s each on this 2-core CPU at load 11). Every seed's final return (the mean
+over agents of their episode returns, episodes ending in the last 10% of updates) must
+reach `THRESHOLD`. The random policy's mean return is computed here (512 episodes,
+about -26.5).
+
+Measured with these settings (seeds 0-3, 2026-11-28): IPPO -19.73 mean, 0.22 std (worst
+-20.04); MAPPO -19.65, 0.10 (worst -19.80); PQN-VDN -19.33, 0.17 (worst -19.59). The
+threshold, -21, is at least five standard deviations below each mean and over five
+return units above random play.
 """
 
 from __future__ import annotations
@@ -19,10 +25,11 @@ import jaxrl
 from jaxrl import envs
 from jaxrl.episodes import agent_episodes
 
-# Environment steps per seed: a cut of the registry entries' 1M (benchmarks/registry.py).
-BUDGET = {"ippo": 0, "mappo": 0, "pqn-vdn": 0}
-# Final return every seed must reach; see each entry's comment for the spread behind it.
-THRESHOLD = {"ippo": 0.0, "mappo": 0.0, "pqn-vdn": 0.0}
+# Environment steps per seed (the registry entries, benchmarks/registry.py, run 1M) and
+# the learning rate that learns within them.
+BUDGET = dict(total_steps=300_000, lr=1e-3)
+# Final return every seed must reach (the module docstring gives the spread behind it).
+THRESHOLD = -21.0
 
 
 def random_policy_return(num_episodes: int = 512) -> float:
@@ -44,9 +51,7 @@ def random_policy_return(num_episodes: int = 512) -> float:
 @pytest.mark.parametrize("name", ["ippo", "mappo", "pqn-vdn"])
 def test_learns_simple_spread_well_above_a_random_policy(name):
     random_return = random_policy_return()
-    assert THRESHOLD[name] > random_return + 5.0  # the bar is far from random play
-    result = jaxrl.train(
-        name, env="SimpleSpread-MPE", total_steps=BUDGET[name], num_seeds=4, progress=False
-    )
+    assert random_return + 5.0 < THRESHOLD  # the bar is far from random play
+    result = jaxrl.train(name, env="SimpleSpread-MPE", num_seeds=4, progress=False, **BUDGET)
     final = np.asarray(result.summary["final_return_per_agent"])
-    assert (final >= THRESHOLD[name]).all(), (final, random_return)
+    assert (final >= THRESHOLD).all(), (final, random_return)

@@ -290,3 +290,10 @@ def test_jaxmarl_adapter_steps_like_the_built_in_port():
         obs_a, state_a, reward_a, *_ = ours.step(k_step, state_a, action, params)
         obs_b, state_b, reward_b, *_ = theirs.step(k_step, state_b, action, their_params)
         np.testing.assert_allclose(reward_a, reward_b, atol=1e-5)
+
+
+@pytest.mark.optional
+def test_jaxmarl_smax_with_units_that_die_follows_the_contract():
+    """SMAX (units die: `alive` turns False mid-episode; a world state for the critic)."""
+    pytest.importorskip("jaxmarl")
+    check_contract("jaxmarl:HeuristicEnemySMAX")
