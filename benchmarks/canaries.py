@@ -67,9 +67,16 @@ _AC = dict(
     total_steps=12, batch_size=8, buffer_size=64, learning_starts=8, hidden_sizes=(16, 16)
 )  # one environment step per update: the last updates learn
 
+# The multi-agent algorithms (three updates of 16 steps in 4 environments).
+_MARL = dict(num_envs=4, num_steps=16, num_minibatches=2, hidden_sizes=(16,))
+
 # name -> (algorithm, env or None for a task, config overrides)
 CANARIES: dict[str, tuple[str, str | None, dict[str, Any]]] = {
     "ppo": ("ppo", "CartPole-v1", dict(total_steps=768, num_envs=4, num_steps=64)),
+    **{
+        name: (name, "SimpleSpread-MPE", dict(_MARL, total_steps=4 * 16 * 3))
+        for name in ("ippo", "mappo", "pqn-vdn")
+    },
     "pqn": (
         "pqn",
         "CartPole-v1",

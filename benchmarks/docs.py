@@ -190,6 +190,14 @@ TRAIN_ROWS: tuple[tuple[str, str, str, str, list[str]], ...] = (
         ],
     ),
     (
+        "Multi-agent: IPPO, MAPPO (centralised critic), PQN-VDN (value decomposition); shared "
+        "or separate parameters, recurrent actors (docs/multiagent.md)",
+        "`jaxrl train ippo --env SimpleSpread-MPE`",
+        "multi-agent environments in `jaxrl envs`; `jaxmarl:ID` with the `[jaxmarl]` extra",
+        "fused",
+        ["ippo_simple_spread", "mappo_simple_spread", "pqn_vdn_simple_spread"],
+    ),
+    (
         "SFT of a Llama-style LM (full or LoRA)",
         "`jaxrl train sft --task addition`",
         "in-process tasks, `jsonl:PATH`",

@@ -196,6 +196,37 @@ ENTRIES: tuple[Entry, ...] = (
         total_steps=500_000,
     ),
     _env("c51_cartpole", "c51", "CartPole-v1", 5, 1, "ci", "test_dqn_learning.py"),
+    # --- multi-agent on SimpleSpread-MPE (envs/multiagent/): the defaults (JaxMARL's
+    # ippo_ff_mpe.yaml settings; PQN-VDN purejaxql's, scaled down), 1M environment steps.
+    # The side-by-side with JaxMARL's own ippo_ff_mpe (2M steps) has no peer
+    # script yet.
+    _env(
+        "ippo_simple_spread",
+        "ippo",
+        "SimpleSpread-MPE",
+        5,
+        5,
+        "full",
+        "test_multiagent_learning.py",
+    ),
+    _env(
+        "mappo_simple_spread",
+        "mappo",
+        "SimpleSpread-MPE",
+        5,
+        5,
+        "full",
+        "test_multiagent_learning.py",
+    ),
+    _env(
+        "pqn_vdn_simple_spread",
+        "pqn-vdn",
+        "SimpleSpread-MPE",
+        5,
+        5,
+        "full",
+        "test_multiagent_learning.py",
+    ),
     # --- continuous off-policy: the preset (12k steps)
     _env("sac_pendulum", "sac", "Pendulum-v1", 5, 1.5, "ci", "test_continuous_learning.py"),
     _env("td3_pendulum", "td3", "Pendulum-v1", 5, 1.5, "ci", "test_continuous_learning.py"),

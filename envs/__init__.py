@@ -6,20 +6,22 @@
     obs, state, reward, terminated, truncated, info = env.step(key, state, action, params)
 
 What lives here: the environment API (`core`), spaces, the registry, the
-built-in environments (classic control, MinAtar, partially observable tasks),
-wrappers, and adapters to and from other libraries (gymnax, Brax, gymnasium).
+built-in environments (classic control, MinAtar, partially observable tasks,
+multi-agent MPE), wrappers, and adapters to and from other libraries (gymnax,
+Brax, gymnasium, JaxMARL).
 What does not: anything about agents or training (that is `jaxrl`).
 """
 
 from . import spaces
 from .core import Environment, EnvParams, EnvState
-from .registry import EnvSpec, make, register, registered, spec
+from .registry import EnvSpec, is_multi_agent, make, register, registered, spec
 
 __all__ = [
     "Environment",
     "EnvParams",
     "EnvState",
     "EnvSpec",
+    "is_multi_agent",
     "make",
     "register",
     "registered",
@@ -61,3 +63,11 @@ _BUILTINS = [
 for _env_id, _entry_point, _description in _BUILTINS:
     register(_env_id, _entry_point, description=_description)
 del _env_id, _entry_point, _description
+
+# Multi-agent environments (`envs/multiagent/`: stacked per-agent arrays).
+register(
+    "SimpleSpread-MPE",
+    "jaxrl.envs.multiagent.simple_spread:SimpleSpread",
+    description="MPE simple_spread: 3 agents cover 3 landmarks (multi-agent)",
+    multi_agent=True,
+)

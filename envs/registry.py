@@ -6,6 +6,12 @@ through adapters, imported lazily so they stay optional dependencies:
 * `"gymnax:<id>"`: any gymnax environment (`jaxrl.envs.adapters.gymnax`).
 * `"brax:<name>"`: any Brax environment, when brax is installed
   (`jaxrl.envs.adapters.brax`).
+* `"jaxmarl:<id>"`: any JaxMARL environment, multi-agent, when jaxmarl is installed
+  (`jaxrl.envs.multiagent.jaxmarl`).
+
+Multi-agent environments (`envs/multiagent/`) share the registry, marked
+`multi_agent=True`: `registered()` lists the single-agent ids (what single-agent
+algorithms and the conformance tests take), `registered(multi_agent=True)` the others.
 
 `make(env_id, **overrides)` routes each override either to the environment's
 params (a pytree field, e.g. `gravity=9.0`) or to its constructor (static
@@ -24,12 +30,15 @@ from typing import Any
 
 from .core import Environment, EnvParams
 
-__all__ = ["make", "register", "registered", "EnvSpec"]
+__all__ = ["make", "register", "registered", "is_multi_agent", "EnvSpec"]
 
 _PREFIX_ADAPTERS = {
     "gymnax": "jaxrl.envs.adapters.gymnax",
     "brax": "jaxrl.envs.adapters.brax",
+    "jaxmarl": "jaxrl.envs.multiagent.jaxmarl",
 }
+# Prefixes whose environments are multi-agent (`envs/multiagent/core.py`).
+_MULTI_AGENT_PREFIXES = ("jaxmarl",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +52,8 @@ class EnvSpec:
         kwargs: Constructor keyword arguments fixed by this id.
         param_overrides: Param fields fixed by this id (on top of `default_params`).
         description: One line shown by `jaxrl envs`.
+        multi_agent: A `MultiAgentEnvironment` (stacked per-agent arrays), trained by
+            the multi-agent algorithms (ippo, mappo, pqn-vdn).
     """
 
     env_id: str
@@ -50,6 +61,7 @@ class EnvSpec:
     kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
     param_overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
     description: str = ""
+    multi_agent: bool = False
 
     def load(self) -> Callable[..., Environment]:
         if callable(self.entry_point):
@@ -69,8 +81,10 @@ def register(
     param_overrides: dict[str, Any] | None = None,
     description: str = "",
     overwrite: bool = False,
+    multi_agent: bool = False,
 ) -> EnvSpec:
-    """Registers an environment under `env_id` so `make(env_id)` builds it."""
+    """Registers an environment under `env_id` so `make(env_id)` builds it; `multi_agent`
+    marks a `MultiAgentEnvironment` (listed by `registered(multi_agent=True)`)."""
     if not isinstance(env_id, str) or not env_id:
         raise ValueError(f"register: env_id must be a non-empty string, got {env_id!r}")
     if ":" in env_id:
@@ -81,15 +95,30 @@ def register(
     if env_id in _REGISTRY and not overwrite:
         raise ValueError(f"register: {env_id!r} is already registered (pass overwrite=True)")
     spec = EnvSpec(
-        env_id, entry_point, dict(kwargs or {}), dict(param_overrides or {}), description
+        env_id,
+        entry_point,
+        dict(kwargs or {}),
+        dict(param_overrides or {}),
+        description,
+        multi_agent,
     )
     _REGISTRY[env_id] = spec
     return spec
 
 
-def registered() -> list[str]:
-    """Ids of all registered environments, sorted."""
-    return sorted(_REGISTRY)
+def registered(multi_agent: bool = False) -> list[str]:
+    """Ids of the registered single-agent environments (with `multi_agent`: of the
+    multi-agent ones), sorted."""
+    return sorted(i for i, s in _REGISTRY.items() if s.multi_agent == multi_agent)
+
+
+def is_multi_agent(env_id: str) -> bool:
+    """Whether `env_id` names a multi-agent environment (registered as one, or behind a
+    multi-agent adapter prefix such as `jaxmarl:`); unknown ids raise like `make`."""
+    prefix, sep, _ = env_id.partition(":")
+    if sep:
+        return prefix in _MULTI_AGENT_PREFIXES
+    return spec(env_id).multi_agent
 
 
 def spec(env_id: str) -> EnvSpec:
@@ -151,7 +180,7 @@ def _constructor_kwargs(factory: Callable[..., Any]) -> set[str]:
 
 
 def _unknown_id_message(env_id: str) -> str:
-    ids = registered()
+    ids = registered() + registered(multi_agent=True)
     close = difflib.get_close_matches(env_id, ids, n=3, cutoff=0.5)
     lowered = [i for i in ids if env_id.lower() in i.lower() and i not in close]
     suggestions = close + lowered[:3]

@@ -44,6 +44,7 @@ __all__ = [
     "EpisodeStats",
     "FinishedEpisodes",
     "track_episodes",
+    "team_reward",
     "episode_metrics",
     "normalize_obs",
     "scale_reward",
@@ -136,6 +137,18 @@ def track_episodes(
         episode_length=jnp.where(done, 0, episode_length),
     )
     return running, FinishedEpisodes(done, episode_return, episode_length)
+
+
+def team_reward(reward: jax.Array, done: jax.Array) -> jax.Array:
+    """The reward that episode statistics add up: `reward` itself when it has one entry
+    per environment (`reward.shape == done.shape`), else its mean over the trailing axes
+    (the agents of a multi-agent environment, `(B, N)` against `done (B,)`), so an
+    episode's return is the mean over agents of their returns, the number JaxMARL's
+    baselines report."""
+    extra = reward.ndim - jnp.ndim(done)
+    if extra == 0:
+        return reward
+    return reward.mean(axis=tuple(range(-extra, 0)))
 
 
 def episode_metrics(finished: FinishedEpisodes) -> dict[str, jax.Array]:

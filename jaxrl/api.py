@@ -49,7 +49,7 @@ def make_config(
     if uses_env(entry):
         env = env or file_values.pop("env", None) or default_env(entry)
         file_values.pop("env", None)
-        _check_env(env)
+        _check_env(env, algorithm, getattr(entry.algorithm, "multi_agent", False))
         config = entry.default_config(env)
     else:
         if env is not None:
@@ -62,16 +62,30 @@ def make_config(
     return cfg.replace(config, **overrides).validate()
 
 
-def _check_env(env: Any) -> None:
-    """Unknown ids fail as a `ConfigError` (CLI exit code 2) listing the registered ones."""
+def _check_env(env: Any, algorithm: str = "", multi_agent: bool = False) -> None:
+    """Unknown ids fail as a `ConfigError` (CLI exit code 2) listing the registered ones;
+    so does a multi-agent environment for a single-agent algorithm and the reverse."""
     from jaxrl import envs
 
     if isinstance(env, str) and ":" in env:  # adapter prefixes ("gymnax:...") are checked on make
-        return
-    try:
-        envs.spec(env)
-    except ValueError as err:
-        raise cfg.ConfigError(f"invalid env={env!r}: {err}") from None
+        env_is_multi = envs.is_multi_agent(env)
+    else:
+        try:
+            env_is_multi = envs.spec(env).multi_agent
+        except ValueError as err:
+            raise cfg.ConfigError(f"invalid env={env!r}: {err}") from None
+    if env_is_multi != multi_agent:
+        kind, ids = (
+            ("multi-agent", envs.registered(multi_agent=True))
+            if multi_agent
+            else ("single-agent", envs.registered())
+        )
+        raise cfg.ConfigError(
+            f"invalid env={env!r}: {algorithm} is a {kind} algorithm and {env!r} is "
+            f"{'a multi-agent' if env_is_multi else 'a single-agent'} environment; "
+            f"{kind} environments: {ids}"
+            + ("" if multi_agent else " (multi-agent ones train with ippo, mappo or pqn-vdn)")
+        )
 
 
 def train(

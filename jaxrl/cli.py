@@ -888,10 +888,16 @@ def _cmd_envs(args: argparse.Namespace) -> int:
 
     print(f"{'id':28s} {'observation':28s} {'action':24s} {'steps':>6s} {'return':>9s}")
     failures = 0
-    for env_id in envs.registered():
+    multi_agent_ids = envs.registered(multi_agent=True)
+    for env_id in envs.registered() + multi_agent_ids:
+        if multi_agent_ids and env_id == multi_agent_ids[0]:
+            print("multi-agent (per agent: observation, action; return: mean over agents)")
         try:
             env, params = envs.make(env_id)
             obs_space, act_space = env.observation_space(params), env.action_space(params)
+            if env_id in multi_agent_ids:  # describe one agent's spaces
+                obs_space = env.agent_observation_space(params)
+                act_space = env.agent_action_space(params)
 
             # A closure, not functools.partial: jit would trace partial's bound params.
             def rollout(key, env=env, params=params):
@@ -913,6 +919,7 @@ def _cmd_envs(args: argparse.Namespace) -> int:
 def _smoke_rollout(env: Any, params: Any, steps: int, key: Any) -> tuple[Any, Any]:
     """Random-policy rollout: `(total reward, whether every observation was in its space)`."""
     import jax
+    import jax.numpy as jnp
 
     obs_space, act_space = env.observation_space(params), env.action_space(params)
     _, state = env.reset(key, params)
@@ -922,7 +929,8 @@ def _smoke_rollout(env: Any, params: Any, steps: int, key: Any) -> tuple[Any, An
         k_act, k_step = jax.random.split(key)
         action = act_space.sample(k_act)
         obs, state, reward, _, _, _ = env.step(k_step, state, action, params)
-        return (state, total + reward), obs_space.contains(obs)
+        # A multi-agent environment's rewards `(N,)` count their mean over agents.
+        return (state, total + jnp.mean(reward)), obs_space.contains(obs)
 
     (_, total), valid = jax.lax.scan(step, (state, 0.0), jax.random.split(key, steps))
     return total, valid.all()

@@ -17,6 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl.acting import team_reward
+
 # `act(state, obs, carry, reset, key, deterministic) -> (env_action, carry)`.
 ActFn = Callable[..., tuple[jax.Array, Any]]
 
@@ -38,7 +40,8 @@ def run_episodes(
     limit; `env_params.max_steps_in_episode` steps at most), starting from
     `initial_carry(num_episodes)` (a recurrent policy's initial state, or None); the
     policy acts with its mode unless `deterministic=False`. Rewards after an episode's
-    end are not counted.
+    end are not counted; per-agent rewards (a multi-agent environment) count their mean
+    over agents (`acting.team_reward`).
     """
 
     def one_agent(agent_state, key):
@@ -80,8 +83,8 @@ def agent_episodes(
         obs, env_state, reward, term, trunc, _ = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
             jax.random.split(k_env, num_episodes), env_state, action, env_params
         )
-        total = total + jnp.where(finished, 0.0, reward)
         done = jnp.logical_or(term, trunc)
+        total = total + jnp.where(finished, 0.0, team_reward(reward, done))
         return (obs, env_state, carry, done, total, finished | done), None
 
     final, _ = jax.lax.scan(step, init, jax.random.split(k_run, max_steps))

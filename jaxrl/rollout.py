@@ -11,8 +11,10 @@ The policy is a function argument, `policy(policy_state, obs, reset, key) ->
 step (a recurrent state, observation statistics, or nothing) and what it keeps per step
 for learning (`PolicyStep.extras`: a log-probability, a value, the normalised
 observation). Observations, actions and extras may be any pytree with the
-environment axis first (e.g. a dict keyed by agent, as JaxMARL's environments
-return); rewards and episode ends are one per environment, `(num_envs,)`. Like Brax's
+environment axis first (e.g. the stacked per-agent dict of a multi-agent
+environment, `envs/multiagent/core.py`); episode ends are one per environment,
+`(num_envs,)`, rewards one per environment or one per agent `(num_envs, num_agents)`
+(episode statistics then track the mean over agents, `acting.team_reward`). Like Brax's
 `acting.generate_unroll`, this module knows no network, loss or optimiser.
 
 What lives here: `rollout`, `EnvLoop` (the environments' half of the carry),
@@ -132,7 +134,9 @@ def rollout(
             env, env_params, k_env, loop.env_state, env_action
         )
         done = jnp.logical_or(terminated, truncated)
-        episodes, finished = acting.track_episodes(loop.episodes, reward, done)
+        episodes, finished = acting.track_episodes(
+            loop.episodes, acting.team_reward(reward, done), done
+        )
         final = None
         if record_final is not None:
             final = record_final(policy_state, info["final_observation"])

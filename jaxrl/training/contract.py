@@ -26,6 +26,9 @@ which never guess an algorithm's family from its config fields):
     eval_name          and how `eval.json` names it (default: `eval_metric`).
     eval_extra         further keys of `evaluate`'s result (shaped like `eval_metric`'s)
                        that `jaxrl eval` reports too (an offline run's normalized_score).
+    multi_agent        (`EnvironmentAlgorithm`) True for algorithms of multi-agent
+                       environments (`envs/multiagent/`: IPPO, MAPPO, PQN-VDN); the API
+                       refuses the other kind of environment before building anything.
 
 Attributes:
     name               registry name, recorded in `config.json`.
@@ -447,6 +450,10 @@ class EnvironmentAlgorithm(Algorithm):
     headline_metric = "episode_return"
     eval_metric = "returns"
     eval_name = "return"
+    # Multi-agent algorithms (IPPO, MAPPO, PQN-VDN) train on multi-agent environments
+    # (`envs/multiagent/`), the others on single-agent ones; `jaxrl.make_config` refuses
+    # the other kind before anything is built.
+    multi_agent: bool = False
     env: envs.Environment
     env_params: Any
 

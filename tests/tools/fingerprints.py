@@ -70,6 +70,8 @@ GRPO = dict(
     eval_samples=4,
     reward="correct+length:3:2",
 )
+# The multi-agent algorithms: four updates of 16 steps in 4 environments.
+MARL = dict(total_steps=4 * 16 * 4, num_envs=4, num_steps=16, num_minibatches=2, hidden_sizes=(16,))
 CASES = {
     "ppo": ("ppo", "CartPole-v1", dict(total_steps=4096, num_envs=4, num_steps=64)),
     "ppo-cont": (
@@ -94,6 +96,14 @@ CASES = {
             total_steps=4 * 16 * 3,
         ),
     ),
+    "ippo": ("ippo", "SimpleSpread-MPE", MARL),
+    "ippo-rnn-separate": (
+        "ippo",
+        "SimpleSpread-MPE",
+        {**MARL, "recurrent": True, "rnn_hidden_size": 8, "parameter_sharing": "separate"},
+    ),
+    "mappo": ("mappo", "SimpleSpread-MPE", MARL),
+    "pqn-vdn": ("pqn-vdn", "SimpleSpread-MPE", MARL),
     "dqn": ("dqn", "CartPole-v1", OFF),
     "dqn-per-n3": ("dqn", "CartPole-v1", {**OFF, "prioritised": True, "n_step": 3}),
     "c51": ("c51", "CartPole-v1", {**OFF, "num_atoms": 11, "v_min": 0.0, "v_max": 20.0}),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxrl.losses import value_error
+from jaxrl.losses import clipped_surrogate, value_error
 
 
 def normalize_advantages(advantages: jax.Array, eps: float = 1e-8) -> jax.Array:
@@ -21,11 +21,10 @@ def normalize_advantages(advantages: jax.Array, eps: float = 1e-8) -> jax.Array:
 def clipped_surrogate_loss(
     log_prob: jax.Array, old_log_prob: jax.Array, advantages: jax.Array, clip_eps: jax.Array | float
 ) -> jax.Array:
-    """L^CLIP = -E[min(r A, clip(r, 1 - eps, 1 + eps) A)], r = pi(a|s) / pi_old(a|s)."""
-    ratio = jnp.exp(log_prob - old_log_prob)
-    unclipped = ratio * advantages
-    clipped = jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * advantages
-    return -jnp.minimum(unclipped, clipped).mean()
+    """L^CLIP = -E[min(r A, clip(r, 1 - eps, 1 + eps) A)], r = pi(a|s) / pi_old(a|s)
+    (the per-element objective is `jaxrl.losses.clipped_surrogate`, shared with IPPO
+    and MAPPO)."""
+    return -clipped_surrogate(log_prob, old_log_prob, advantages, clip_eps).mean()
 
 
 def ratio_diagnostics(

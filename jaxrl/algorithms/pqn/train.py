@@ -26,12 +26,12 @@ from jaxrl import acting, envs, prng
 from jaxrl import config as cfg
 from jaxrl.algorithms.qlearning import epsilon_greedy, linear_epsilon, resolve_torso
 from jaxrl.minibatches import run_epochs
+from jaxrl.nn.qnetwork import QNetwork
 from jaxrl.returns import q_lambda_targets
 from jaxrl.training.contract import EnvironmentAlgorithm
 
 from . import losses
 from .config import SWEEPABLE, PQNConfig
-from .networks import QNetwork
 
 
 @struct.dataclass

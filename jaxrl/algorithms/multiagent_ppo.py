@@ -1,0 +1,450 @@
+"""What IPPO and MAPPO share: the multi-agent PPO config, state and update.
+
+IPPO (de Witt et al. 2020) and MAPPO (Yu et al. 2022) are the same algorithm except for
+what the critic reads: each agent's own observation (IPPO: independent learners) or
+the global state (MAPPO: a centralised critic, for centralised training with
+decentralised execution). So the two packages (`ippo/`, `mappo/`) each declare their
+config, presets and `centralised_critic`, and `MultiAgentPPO` here is the rest:
+
+* **rollout**: `jaxrl.rollout.rollout` in `num_envs` multi-agent environments
+  (`envs/multiagent/core.py`: observations `{"agents" (N, F), "state", "alive" (N,)}`,
+  actions and rewards `(N,)`); the actor runs for all N agents at once
+  (`jaxrl.nn.multiagent.AgentNetwork`: shared parameters with one-hot agent ids, or
+  separate parameters per agent; feed-forward, or a GRU whose carry `(num_envs, N, H)`
+  restarts with the episode);
+* **values**: one batched critic pass after the rollout over every observation, every
+  final observation (the truncation bootstrap, Pardo et al. 2018) and the last one;
+* **advantages**: GAE (`jaxrl.returns.gae`) per agent on `(T, num_envs, N)`; an agent's
+  trajectory ends where the episode does or where the agent leaves
+  (`envs.multiagent.agent_left`);
+* **learning**: `jaxrl.minibatches.run_epochs` over rows of all N agents (a step of one
+  environment, or with a GRU one environment's whole sequence), the loss
+  `jaxrl.losses.agent_ppo_loss` averaged over the agents alive (IPPO's and MAPPO's
+  `losses.py` name it and give its formula).
+
+Recurrent policies put the GRU in the actor only; the critic stays feed-forward (on the
+global state MAPPO's critic needs no memory in fully observed tasks; IPPO's reads the
+agent's observation). What does not live here: the losses (`jaxrl/losses.py`), the
+networks (`jaxrl/nn/multiagent.py`), the environments.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from jaxrl import acting, envs, prng, rollout
+from jaxrl import config as cfg
+from jaxrl.envs.multiagent import agent_left
+from jaxrl.losses import agent_ppo_loss
+from jaxrl.minibatches import run_epochs
+from jaxrl.nn.multiagent import PARAMETER_SHARING, Actor, AgentNetwork, Critic
+from jaxrl.returns import bootstrap_truncated_rewards, gae
+from jaxrl.training.contract import EnvironmentAlgorithm
+
+__all__ = ["SWEEPABLE", "MultiAgentPPO", "MultiAgentPPOConfig", "MultiAgentPPOState"]
+
+# Numeric hyperparameters that may differ across a vmapped sweep (float32 state leaves).
+SWEEPABLE = (
+    "lr",
+    "gamma",
+    "gae_lambda",
+    "clip_eps",
+    "vf_clip_eps",
+    "ent_coef",
+    "vf_coef",
+    "max_grad_norm",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class MultiAgentPPOConfig:
+    """PPO for N agents (the fields IPPO and MAPPO share).
+
+    Defaults are JaxMARL's `ippo_ff_mpe.yaml` (except the budget and the agent ids of
+    parameter sharing). One update collects `num_envs * num_steps` environment steps
+    (each one action of every agent), then runs `update_epochs` passes of
+    `num_minibatches` minibatches over them.
+    """
+
+    env: str = "SimpleSpread-MPE"
+    """Multi-agent environment id (see `jaxrl envs`, the multi-agent section)."""
+    total_steps: int = 1_000_000
+    """Environment steps per run (all agents act in one step; whole updates)."""
+    num_envs: int = 16
+    """Environments stepped in parallel (vmap) per run."""
+    num_steps: int = 128
+    """Rollout length per environment and update."""
+    update_epochs: int = 4
+    """Passes over each rollout."""
+    num_minibatches: int = 4
+    """Minibatches (gradient steps) per epoch."""
+    lr: float = 2.5e-4
+    """Adam learning rate."""
+    anneal_lr: bool = True
+    """Anneal the learning rate linearly to 0 over the run."""
+    gamma: float = 0.99
+    """Discount factor."""
+    gae_lambda: float = 0.95
+    """GAE lambda (Schulman et al. 2016)."""
+    clip_eps: float = 0.2
+    """Policy ratio clipping range."""
+    clip_value: bool = True
+    """Clip the value update around the rollout's values (as JaxMARL's baselines)."""
+    vf_clip_eps: float = 0.2
+    """Value clipping range (with clip_value)."""
+    ent_coef: float = 0.01
+    """Entropy bonus coefficient."""
+    vf_coef: float = 0.5
+    """Value loss coefficient."""
+    max_grad_norm: float = 0.5
+    """Gradients are rescaled to at most this global L2 norm."""
+    adam_eps: float = 1e-5
+    """Adam epsilon."""
+    normalize_advantages: bool = True
+    """Normalise advantages per minibatch over the agents alive (mean 0, std 1)."""
+    bootstrap_truncation: bool = True
+    """Bootstrap time-limit truncations from V(final observation); False: terminal, as
+    JaxMARL's baselines treat every episode end (MPE's episodes all end by time limit)."""
+    parameter_sharing: str = "shared"
+    """How agents get parameters: "shared" (one network, one-hot agent ids in its inputs) or
+    "separate" (one network per agent, on a leading agent axis)."""
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    """Hidden layer sizes of the actor and of the critic MLP."""
+    activation: str = "tanh"
+    """Hidden activation: tanh, relu, gelu or silu."""
+    recurrent: bool = False
+    """Give the actor a GRU (partially observable tasks); the critic stays feed-forward."""
+    rnn_hidden_size: int = 64
+    """GRU state size (with recurrent)."""
+
+    @property
+    def batch_size(self) -> int:
+        return self.num_envs * self.num_steps
+
+    @property
+    def num_updates(self) -> int:
+        return self.total_steps // self.batch_size
+
+    def validate(self) -> MultiAgentPPOConfig:
+        """Raises `ConfigError` naming the first invalid field; returns self."""
+        cfg.check_positive(self, "total_steps", "num_envs", "num_steps", "update_epochs")
+        cfg.check_positive(self, "num_minibatches", "lr", "max_grad_norm", "adam_eps")
+        cfg.check_positive(self, "clip_eps", "vf_clip_eps", "rnn_hidden_size")
+        cfg.check_range(self, "gamma", 0.0, 1.0)
+        cfg.check_range(self, "gae_lambda", 0.0, 1.0)
+        for name in ("ent_coef", "vf_coef"):
+            cfg.check(getattr(self, name) >= 0, name, getattr(self, name), ">= 0")
+        cfg.check_choice(self, "activation", ("tanh", "relu", "gelu", "silu"))
+        cfg.check_choice(self, "parameter_sharing", PARAMETER_SHARING)
+        cfg.check(
+            len(self.hidden_sizes) > 0 and all(h > 0 for h in self.hidden_sizes),
+            "hidden_sizes",
+            self.hidden_sizes,
+            "a non-empty list of positive layer sizes",
+        )
+        cfg.check(
+            self.total_steps >= self.batch_size,
+            "total_steps",
+            self.total_steps,
+            f">= num_envs * num_steps = {self.batch_size} (one update)",
+        )
+        rows, what = (
+            (self.num_envs, "num_envs (recurrent minibatches split whole sequences)")
+            if self.recurrent
+            else (self.batch_size, "num_envs * num_steps")
+        )
+        cfg.check(
+            rows % self.num_minibatches == 0,
+            "num_minibatches",
+            self.num_minibatches,
+            f"a divisor of {what} = {rows}",
+        )
+        return self
+
+
+@struct.dataclass
+class MultiAgentPPOState:
+    """Everything a run needs to continue exactly where it stopped."""
+
+    params: Any  # {"actor": ..., "critic": ...}
+    opt_state: Any
+    envs: rollout.EnvLoop  # the environments, their next observations, running episodes
+    rnn_carry: jax.Array | None  # (num_envs, N, rnn_hidden_size); None when feed-forward
+    key: jax.Array
+    update_step: jax.Array
+    hparams: Any
+
+
+@struct.dataclass
+class Samples:
+    """A rollout as learning sees it, every leaf `(T, num_envs, N, ...)`."""
+
+    obs: jax.Array  # the agents' observations
+    critic_in: jax.Array  # what the critic reads
+    reset: jax.Array  # (T, num_envs): the step starts an episode (GRU reset)
+    action: jax.Array
+    log_prob: jax.Array
+    value: jax.Array
+    alive: jax.Array  # the agent acts at this step (learns from it)
+
+
+class MultiAgentPPO(EnvironmentAlgorithm):
+    """PPO for the N agents of a multi-agent environment (see the module docstring).
+
+    Subclasses (IPPO, MAPPO) set `name`, `Config`, `presets` and `centralised_critic`.
+    """
+
+    multi_agent = True
+    sweepable = SWEEPABLE
+    progress_unit = "env_steps"
+    centralised_critic: bool = False
+    ENV_FIELDS = ("envs", "rnn_carry")
+
+    def __init__(self, config: MultiAgentPPOConfig, env: Any, env_params: Any):
+        self.config, self.env, self.env_params = config.validate(), env, env_params
+        self.steps_per_update = config.batch_size
+        self.num_updates = config.num_updates
+        cfg.check(
+            getattr(env, "multi_agent", False),
+            "env",
+            config.env,
+            f"a multi-agent environment ({envs.registered(multi_agent=True)} or jaxmarl:<id>)",
+        )
+        space = env.agent_action_space(env_params)
+        cfg.check(
+            isinstance(space, envs.spaces.Discrete),
+            "env",
+            config.env,
+            f"an environment with Discrete agent actions ({self.name}), got {space!r}",
+        )
+        self.num_agents = int(env.num_agents)
+        actor = Actor(
+            int(space.n),
+            hidden_sizes=tuple(config.hidden_sizes),
+            activation=config.activation,
+            rnn_hidden_size=config.rnn_hidden_size if config.recurrent else 0,
+        )
+        critic = Critic(tuple(config.hidden_sizes), config.activation)
+        sharing = config.parameter_sharing
+        # actor: carry (B, N, H), obs (T, B, N, F), resets (T, B) shared by the agents
+        self.actor = AgentNetwork(actor, self.num_agents, sharing, (1, 2, None), (1, 2), 1)
+        # critic: inputs (M, N, F) -> values (M, N)
+        self.critic = AgentNetwork(critic, self.num_agents, sharing, (1,), 1, 0)
+
+    @property
+    def schedule_follows_total(self) -> bool:
+        """`anneal_lr` decays the learning rate to 0 at the last update of `total_steps`."""
+        return self.config.anneal_lr
+
+    # ------------------------------------------------------------------ pieces
+    def critic_input(self, obs: dict[str, jax.Array]) -> jax.Array:
+        """`(..., N, F)`: each agent's own observation (IPPO), or the global state, the
+        same for every agent (MAPPO; with shared parameters the agent id is appended)."""
+        if not self.centralised_critic:
+            return obs["agents"]
+        state = obs["state"]
+        return jnp.broadcast_to(
+            state[..., None, :], state.shape[:-1] + (self.num_agents, state.shape[-1])
+        )
+
+    def values(self, params: Any, critic_in: jax.Array) -> jax.Array:
+        """The critic on `critic_in (..., N, F)`: values `(..., N)`."""
+        lead = critic_in.shape[:-2]
+        flat = critic_in.reshape((-1,) + critic_in.shape[-2:])
+        return self.critic.apply(params["critic"], flat).reshape(lead + (self.num_agents,))
+
+    def policy(self, params: Any, carry: Any, agent_obs: jax.Array, reset: jax.Array):
+        """The actor on one step: `agent_obs (B, N, F)`, `reset (B,)` -> `(carry, dist)`
+        with distributions over `(B, N)`."""
+        carry, dist = self.actor.apply(params["actor"], carry, agent_obs[None], reset[None])
+        return carry, jax.tree.map(lambda x: x[0], dist)
+
+    def _optimizer(self, hp: Any, lr_scale: jax.Array | float) -> optax.GradientTransformation:
+        # As PPO's: built from the (possibly traced) hyperparameters each update.
+        return optax.flatten(
+            optax.chain(
+                optax.clip_by_global_norm(hp.max_grad_norm),
+                optax.scale_by_adam(eps=self.config.adam_eps),
+                optax.scale(-hp.lr * lr_scale),
+            )
+        )
+
+    def _carry(self, batch: int) -> jax.Array | None:
+        c = self.config
+        if not c.recurrent:
+            return None
+        return jnp.zeros((batch, self.num_agents, c.rnn_hidden_size), jnp.float32)
+
+    # ------------------------------------------------------------------ contract
+    def init(self, key: jax.Array, hparams: Any, params: Any = None) -> MultiAgentPPOState:
+        c = self.config
+        key, k_actor, k_critic, k_env = jax.random.split(key, 4)
+        loop = rollout.EnvLoop.reset(self.env, self.env_params, k_env, c.num_envs)
+        carry = self._carry(c.num_envs)
+
+        def fresh():
+            obs = loop.obs
+            return {
+                "actor": self.actor.init(k_actor, carry, obs["agents"][None], loop.done[None]),
+                "critic": self.critic.init(k_critic, self.critic_input(obs)),
+            }
+
+        if params is None:
+            params = fresh()
+        else:
+            cfg.check_same_tree("params", jax.eval_shape(fresh), params)
+            params = jax.tree.map(jnp.asarray, params)
+        return MultiAgentPPOState(
+            params=params,
+            opt_state=self._optimizer(hparams, 1.0).init(params),
+            envs=loop,
+            rnn_carry=carry,
+            key=key,
+            update_step=jnp.zeros((), jnp.int32),
+            hparams=hparams,
+        )
+
+    def eval_carry(self, num_episodes: int) -> jax.Array | None:
+        return self._carry(num_episodes)
+
+    def act(self, state: MultiAgentPPOState, obs, carry, reset, key, deterministic: bool = True):
+        """Every agent's action `(B, N)` for a batch of stacked observations."""
+        carry, dist = self.policy(state.params, carry, obs["agents"], reset)
+        return (dist.mode() if deterministic else dist.sample(key)), carry
+
+    # ------------------------------------------------------------------ update
+    def _rollout(self, state: MultiAgentPPOState):
+        """`num_steps` steps in every environment: `(state, samples, trajectory, values,
+        episode metrics)`, the values `(2T + 1 or T + 1, num_envs, N)` of the rollout's
+        observations, (with the bootstrap) its final observations, and the last one."""
+        c = self.config
+
+        def act(carry, obs, reset, key):
+            carry, dist = self.policy(state.params, carry, obs["agents"], reset)
+            action = dist.sample(key)
+            return carry, rollout.PolicyStep(action, {"log_prob": dist.log_prob(action)})
+
+        def record_final(_, final_obs):
+            out = {"alive": final_obs["alive"]}
+            if c.bootstrap_truncation:
+                out["critic_in"] = self.critic_input(final_obs)
+            return out
+
+        loop, carry, key, traj = rollout.rollout(
+            self.env,
+            self.env_params,
+            act,
+            state.envs,
+            state.rnn_carry,
+            state.key,
+            c.num_steps,
+            record_final=record_final,
+        )
+        # One critic pass over [rollout; final observations (with the bootstrap); last].
+        critic_in = self.critic_input(traj.obs)
+        parts = [critic_in]
+        if c.bootstrap_truncation:
+            parts.append(traj.final["critic_in"])
+        parts.append(self.critic_input(loop.obs)[None])
+        values = self.values(state.params, jnp.concatenate(parts))
+        t = c.num_steps
+        samples = Samples(
+            obs=traj.obs["agents"],
+            critic_in=critic_in,
+            reset=traj.reset,
+            action=traj.action,
+            log_prob=traj.extras["log_prob"],
+            value=values[:t],
+            alive=traj.obs["alive"],
+        )
+        new_state = state.replace(envs=loop, rnn_carry=carry, key=key)
+        return new_state, samples, traj, values, acting.episode_metrics(traj.finished)
+
+    def update(self, state: MultiAgentPPOState) -> tuple[MultiAgentPPOState, dict[str, Any]]:
+        """One iteration: rollout, per-agent GAE, `update_epochs` of minibatch steps."""
+        c, hp = self.config, state.hparams
+        start_carry = state.rnn_carry
+        state, samples, traj, values, metrics = self._rollout(state)
+        t = c.num_steps
+        # An agent's trajectory ends with the episode, or where the agent leaves it.
+        left = agent_left(samples.alive, traj.final["alive"])
+        terminated = traj.terminated[..., None] | left
+        truncated = jnp.broadcast_to(traj.truncated[..., None], left.shape)
+        reward = traj.reward
+        if c.bootstrap_truncation:
+            reward = bootstrap_truncated_rewards(
+                reward, terminated, truncated, values[t : 2 * t], hp.gamma
+            )
+        done = terminated | truncated
+        advantages, returns = gae(reward, samples.value, done, values[-1], hp.gamma, hp.gae_lambda)
+
+        lr_scale = 1.0 - state.update_step / c.num_updates if c.anneal_lr else 1.0
+        optimizer = self._optimizer(hp, lr_scale)
+        grad_fn = jax.value_and_grad(self._loss, has_aux=True)
+
+        def minibatch_step(carry, minibatch):
+            params, opt_state = carry
+            batch, adv, ret, init_carry = minibatch
+            if c.recurrent:  # sequences were shuffled environment-major
+                batch, adv, ret = jax.tree.map(_swap, (batch, adv, ret))
+            (_, stats), grads = grad_fn(params, hp, batch, adv, ret, init_carry)
+            updates, opt_state = optimizer.update(grads, opt_state, params)
+            return (optax.apply_updates(params, updates), opt_state), stats
+
+        if c.recurrent:  # rows are environments' whole sequences, time second
+            rows = (*jax.tree.map(_swap, (samples, advantages, returns)), start_carry)
+        else:  # rows are environment steps
+            flat = lambda x: x.reshape((c.batch_size,) + x.shape[2:])  # noqa: E731
+            rows = (*jax.tree.map(flat, (samples, advantages, returns)), None)
+        key, k_epochs = prng.split(state.key)
+        (params, opt_state), stats = run_epochs(
+            minibatch_step,
+            (state.params, state.opt_state),
+            rows,
+            k_epochs,
+            num_epochs=c.update_epochs,
+            num_minibatches=c.num_minibatches,
+        )
+        state = state.replace(
+            params=params, opt_state=opt_state, key=key, update_step=state.update_step + 1
+        )
+        metrics = {**{k: v.mean() for k, v in stats.items()}, **metrics}
+        metrics["lr"] = hp.lr * lr_scale
+        return state, metrics
+
+    def _loss(self, params, hp, batch: Samples, advantages, returns, start_carry):
+        c = self.config
+        if c.recurrent:  # time-major (T, B_mb, N, ...): re-run the GRU over the sequence
+            _, dist = self.actor.apply(params["actor"], start_carry, batch.obs, batch.reset)
+        else:  # (B_mb, N, ...) as one time step
+            reset = jnp.zeros(batch.obs.shape[:1], bool)
+            _, dist = self.actor.apply(params["actor"], None, batch.obs[None], reset[None])
+            dist = jax.tree.map(lambda x: x[0], dist)
+        value = self.values(params, batch.critic_in)
+        return agent_ppo_loss(
+            dist.log_prob(batch.action),
+            dist.entropy(),
+            value,
+            batch.log_prob,
+            batch.value,
+            advantages,
+            returns,
+            batch.alive,
+            clip_eps=hp.clip_eps,
+            vf_clip_eps=hp.vf_clip_eps,
+            vf_coef=hp.vf_coef,
+            ent_coef=hp.ent_coef,
+            clip_value=c.clip_value,
+            normalize_advantages=c.normalize_advantages,
+        )
+
+
+def _swap(x: jax.Array) -> jax.Array:
+    """`(T, B, ...) <-> (B, T, ...)`."""
+    return jnp.swapaxes(x, 0, 1)
