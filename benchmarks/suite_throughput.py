@@ -16,7 +16,7 @@ the suite's own auto-reset:
   move and then the opponent's until it is player 0's turn again, the program our adapter
   compiles (the adapter's random opponent) written on pgx's own API;
 * MuJoCo Playground: `mujoco_playground.wrapper.wrap_for_brax_training` (its episode
-  limit and auto-reset; it vmaps itself).
+  limit and auto-reset; it vmaps itself), MJX in JAX (`impl="jax"`) as the adapter.
 
 Both sides are timed alternately in one process (the suites are installed next to
 jaxrl, see .ci/optional_venv.sh), compile time excluded, median of `--repeats`; the ratio
@@ -198,7 +198,7 @@ def pgx_native(env_id: str, copies: int, steps: int) -> Callable[[jax.Array], An
 def playground_native(env_id: str, copies: int, steps: int) -> Callable[[jax.Array], Any]:
     from mujoco_playground import registry, wrapper
 
-    raw = registry.load(env_id)
+    raw = registry.load(env_id, config_overrides={"impl": "jax"})  # as the adapter's default
     episode_length = int(registry.get_default_config(env_id).episode_length)
     env = wrapper.wrap_for_brax_training(raw, episode_length=episode_length, action_repeat=1)
     size = raw.action_size

@@ -14,8 +14,13 @@ termination, the time limit is ours (`max_steps_in_episode`, default the task's
 [-1, 1]. No Playground wrapper is used (its `wrap_for_brax_training` adds its own
 auto-reset and episode limit: ours replace both). The physics run on MJX (JAX).
 
+Physics: Playground's tasks default to MJX-Warp (`impl="warp"`, NVIDIA's Warp kernels
+called from XLA); the adapter defaults to `impl="jax"`, MJX written in JAX, so the
+physics compile into the training step like any jaxrl environment, on any backend
+(`impl="warp"` selects Warp again).
+
 Overrides: `max_steps_in_episode`; every other keyword overrides a field of the
-task's Playground config (e.g. `ctrl_dt=0.02`).
+task's Playground config (e.g. `ctrl_dt=0.02`, `impl="warp"`).
 """
 
 from __future__ import annotations
@@ -48,6 +53,8 @@ def make(env_id: str, **overrides: Any) -> tuple[BraxEnvironment, BraxParams]:
         raise unknown_id("MuJoCo Playground", env_id, known)
     overrides = dict(overrides)
     config = registry.get_default_config(env_id)
+    if "impl" in config and "impl" not in overrides:
+        overrides["impl"] = "jax"  # MJX in JAX (module docstring)
     limit = overrides.pop("max_steps_in_episode", int(config.episode_length))
     unknown = sorted(k for k in overrides if k not in config)
     if unknown:

@@ -43,6 +43,7 @@ CONFORMANCE_IDS = [
     pytest.param(("xminigrid:XLand-MiniGrid-R1-9x9", "xminigrid"), id="xminigrid-xland"),
     pytest.param(("pgx:tic_tac_toe", "pgx"), id="pgx-tic-tac-toe"),
     pytest.param(("pgx:connect_four", "pgx"), id="pgx-connect-four"),
+    pytest.param(("playground:CartpoleBalance", "mujoco_playground"), id="playground-cartpole"),
 ]
 SEEDS = [0, 1, 2]
 
@@ -234,6 +235,7 @@ PPO_IDS = [
     pytest.param("jumanji:Game2048-v1", "jumanji", False, id="jumanji-2048"),
     pytest.param("xminigrid:MiniGrid-Empty-8x8", "xminigrid", True, id="xminigrid-rnn"),
     pytest.param("pgx:connect_four", "pgx", False, id="pgx-connect-four"),
+    pytest.param("playground:CartpoleBalance", "mujoco_playground", False, id="playground"),
 ]
 
 
