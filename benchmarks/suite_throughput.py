@@ -204,7 +204,8 @@ def playground_native(env_id: str, copies: int, steps: int) -> Callable[[jax.Arr
     size = raw.action_size
 
     def reset(keys: jax.Array) -> Any:
-        state = env.reset(keys)
+        # Brax's episode wrapper sizes its counters from raw (N, 2) uint32 keys.
+        state = env.reset(jax.random.key_data(keys))
         return state.obs, state
 
     def step(keys: jax.Array, state: Any, action: jax.Array) -> Any:
