@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the optional-dependency venv: jaxrl[test] plus torch (CPU), transformers,
-# stable-baselines3 and brax, the packages behind the tests marked `optional`
+# stable-baselines3, brax and the environment suites (Craftax, Jumanji, XLand-MiniGrid,
+# pgx, MuJoCo Playground) and JaxMARL, the packages behind the tests marked `optional`
 # (tests/envs/test_adapters.py: Brax adapter, SB3 on the gymnasium export;
 # tests/lm/test_model_parity.py: live Hugging Face parity). They are kept out of the
 # main CI venv so that the README's own install command stays what CI tests.
@@ -20,6 +21,14 @@ OPTIONAL_PACKAGES=(
   "stable-baselines3==2.9.2"
   "transformers==5.24.0"
   "brax==0.14.2"
+  # The environment suites behind envs/adapters/ (tests/envs/test_suite_adapters.py).
+  "craftax==1.6.1"
+  "jumanji==1.1.2"
+  "xminigrid==0.9.3"
+  "pgx==2.6.0"
+  "playground==0.2.0"
+  # JaxMARL behind the `jaxmarl:` ids (tests/envs/test_multiagent_env.py, test_multiagent.py).
+  "jaxmarl==0.2.0"
 )
 
 python3 -m venv "$VENV"
@@ -43,8 +52,8 @@ TORCH_INSTALLED="$("$VENV/bin/python" -c 'import torch; print(torch.__version__)
 "${PIP[@]}" "${OPTIONAL_PACKAGES[@]}" "jax==$JAX_VERSION" "jaxlib==$JAX_VERSION" \
   "torch==$TORCH_INSTALLED"
 "$VENV/bin/python" -c '
-import brax, jax, stable_baselines3, torch, transformers
+import brax, craftax, jax, jaxmarl, jumanji, mujoco_playground, pgx, stable_baselines3, torch, transformers, xminigrid
 print("optional venv:", "jax", jax.__version__, "torch", torch.__version__,
       "transformers", transformers.__version__, "stable-baselines3",
-      stable_baselines3.__version__, "brax", brax.__version__)
+      stable_baselines3.__version__, "brax", brax.__version__, "pgx", pgx.__version__)
 '

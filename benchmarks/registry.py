@@ -172,6 +172,18 @@ ENTRIES: tuple[Entry, ...] = (
         "test_ppo_learning.py",
         total_steps=1_000_000,
     ),
+    # Recurrent PPO on Craftax-Classic (issue 35 item 4): the preset's budget, what fits an
+    # hour here per seed (three seeds in one program: about three hours); needs the
+    # craftax extra. Not measured yet. The peer is the Craftax
+    # baselines' ppo_rnn.py at the same budget and seeds, run from its own repository in
+    # its own venv (no runner for it here yet).
+    dataclasses.replace(
+        _env(
+            "ppo_rnn_craftax_classic", "ppo", "craftax:Craftax-Classic-Symbolic-v1", 3, 180, "full"
+        ),
+        peer="Craftax baselines' ppo_rnn.py, same budget and seeds, its own venv",
+        label="Craftax-Classic-Symbolic (recurrent)",
+    ),
     # --- value-based
     _env("pqn_cartpole", "pqn", "CartPole-v1", 8, 1, "ci", "test_pqn_learning.py"),
     _env(
@@ -515,6 +527,14 @@ ENTRIES: tuple[Entry, ...] = (
         "environment steps per second of every environment, vmapped copies",
     ),
     _speed(
+        "suite_throughput",
+        "suite_throughput.py",
+        None,
+        "each suite's own stepping (Craftax, Jumanji, XLand-MiniGrid, pgx, MuJoCo Playground)",
+        "random-policy steps per second of the suite adapters against the suites' own "
+        "auto-resetting programs, vmapped copies (needs the suites installed)",
+    ),
+    _speed(
         "offpolicy_throughput",
         "offpolicy_throughput.py",
         "sac",
@@ -591,6 +611,20 @@ ENTRIES: tuple[Entry, ...] = (
         minutes=40.0,
         runner="script",
         peer="none (the compiler's figures; the planner's cost on this CPU)",
+    ),
+    Entry(
+        name="ppo_rnn_craftax_memory",
+        kind="plan",
+        tier="full",
+        measures=(
+            "recurrent PPO on Craftax-Classic-Symbolic (its preset): bytes per environment of "
+            "the GRU carry, the environment's state, one update's rollout, and the growth of "
+            "the compiled update's temporaries (XLA's memory analysis at two sizes)"
+        ),
+        command="python benchmarks/ppo_rnn_memory.py",
+        minutes=5.0,
+        runner="script",
+        peer="none (the compiler's figures)",
     ),
     # --- durations
     Entry(

@@ -1,11 +1,15 @@
 """Environment registry: `make`, `register`, `registered`.
 
-Ids are strings such as `"CartPole-v1"`. Two prefixes reach other libraries
+Ids are strings such as `"CartPole-v1"`. Prefixes reach other libraries
 through adapters, imported lazily so they stay optional dependencies:
 
 * `"gymnax:<id>"`: any gymnax environment (`jaxrl.envs.adapters.gymnax`).
 * `"brax:<name>"`: any Brax environment, when brax is installed
   (`jaxrl.envs.adapters.brax`).
+* The JAX environment suites, each an optional extra (`pip install 'jaxrl[craftax]'`):
+  `"craftax:<id>"`, `"jumanji:<id>"`, `"xminigrid:<id>"`, `"pgx:<id>"`,
+  `"playground:<id>"` (`jaxrl.envs.adapters.<suite>`; what each changes is in its
+  module docstring). `suite_ids()` lists the ids of those installed (`jaxrl envs`).
 * `"jaxmarl:<id>"`: any JaxMARL environment, multi-agent, when jaxmarl is installed
   (`jaxrl.envs.multiagent.jaxmarl`).
 
@@ -30,15 +34,31 @@ from typing import Any
 
 from .core import Environment, EnvParams
 
-__all__ = ["make", "register", "registered", "is_multi_agent", "EnvSpec"]
+__all__ = [
+    "make",
+    "register",
+    "registered",
+    "is_multi_agent",
+    "suite_ids",
+    "installed_suites",
+    "EnvSpec",
+]
 
 _PREFIX_ADAPTERS = {
     "gymnax": "jaxrl.envs.adapters.gymnax",
     "brax": "jaxrl.envs.adapters.brax",
+    "craftax": "jaxrl.envs.adapters.craftax",
+    "jumanji": "jaxrl.envs.adapters.jumanji",
+    "xminigrid": "jaxrl.envs.adapters.xminigrid",
+    "pgx": "jaxrl.envs.adapters.pgx",
+    "playground": "jaxrl.envs.adapters.playground",
     "jaxmarl": "jaxrl.envs.multiagent.jaxmarl",
 }
 # Prefixes whose environments are multi-agent (`envs/multiagent/core.py`).
 _MULTI_AGENT_PREFIXES = ("jaxmarl",)
+
+# The suites whose adapters list their ids (`suite_ids`), in `jaxrl envs` order.
+SUITES = ("craftax", "jumanji", "xminigrid", "pgx", "playground")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,6 +139,28 @@ def is_multi_agent(env_id: str) -> bool:
     if sep:
         return prefix in _MULTI_AGENT_PREFIXES
     return spec(env_id).multi_agent
+
+
+def installed_suites() -> list[str]:
+    """The environment suites (`SUITES`) whose package is installed, in `SUITES` order."""
+    from .adapters._suite import installed
+
+    return [
+        suite
+        for suite in SUITES
+        if installed(importlib.import_module(_PREFIX_ADAPTERS[suite]).PACKAGE)
+    ]
+
+
+def suite_ids(suite: str) -> list[str]:
+    """The ids of an installed suite, prefixed (`"craftax:Craftax-Classic-Symbolic-v1"`).
+
+    A suite that is not installed raises the adapter's one-line `ImportError`.
+    """
+    if suite not in SUITES:
+        raise ValueError(f"Unknown environment suite {suite!r}; suites: {', '.join(SUITES)}")
+    adapter = importlib.import_module(_PREFIX_ADAPTERS[suite])
+    return [f"{suite}:{env_id}" for env_id in adapter.ids()]
 
 
 def spec(env_id: str) -> EnvSpec:

@@ -201,6 +201,11 @@ def _build_parser(argv: Sequence[str] = ()) -> _Parser:
         default=100,
         help="random steps per environment (default: %(default)s)",
     )
+    p_envs.add_argument(
+        "--suite",
+        help="smoke-step the ids of one installed environment suite (craftax, jumanji, "
+        "xminigrid, pgx, playground) instead of the built-in environments",
+    )
     p_envs.set_defaults(handler=_cmd_envs)
 
     algorithm, env = _train_target(argv)
@@ -881,15 +886,19 @@ def _cmd_dataset_info(args: argparse.Namespace) -> int:
 
 
 def _cmd_envs(args: argparse.Namespace) -> int:
+    """Smoke-steps the built-in environments (or one suite's, `--suite`); lists the
+    installed suites' ids after the built-ins."""
     import jax
     import numpy as np
 
     from jaxrl import envs
+    from jaxrl.envs import registry
 
+    env_ids = envs.registered() if args.suite is None else registry.suite_ids(args.suite)
     print(f"{'id':28s} {'observation':28s} {'action':24s} {'steps':>6s} {'return':>9s}")
     failures = 0
-    multi_agent_ids = envs.registered(multi_agent=True)
-    for env_id in envs.registered() + multi_agent_ids:
+    multi_agent_ids = envs.registered(multi_agent=True) if args.suite is None else []
+    for env_id in env_ids + multi_agent_ids:
         if multi_agent_ids and env_id == multi_agent_ids[0]:
             print("multi-agent (per agent: observation, action; return: mean over agents)")
         try:
@@ -913,6 +922,11 @@ def _cmd_envs(args: argparse.Namespace) -> int:
         except Exception as err:  # noqa: BLE001 - report every environment
             failures += 1
             print(f"{env_id:28s} FAILED: {type(err).__name__}: {err}")
+    if args.suite is None:
+        for suite in registry.installed_suites():
+            ids = registry.suite_ids(suite)
+            print(f"\n{suite} (installed; step them with `jaxrl envs --suite {suite}`):")
+            print("  " + ", ".join(ids))
     return 1 if failures else 0
 
 

@@ -46,8 +46,12 @@ assert ROLLOUT_STEPS * len(BATCH_ROWS) <= NUM_SAMPLES
 def make_or_skip(env_id: str, **overrides: Any) -> tuple[envs.Environment, envs.EnvParams]:
     """`envs.make`, skipping (not failing) ids whose module has not been written yet.
 
-    Only a missing entry-point module skips; any other import error fails.
+    Only a missing entry-point module skips; any other import error fails. A
+    prefixed id (`craftax:...`) goes straight to its adapter: the suite adapters'
+    tests skip on a missing suite themselves.
     """
+    if ":" in env_id:
+        return envs.make(env_id, **overrides)
     entry_point = envs.spec(env_id).entry_point
     if isinstance(entry_point, str):
         module = entry_point.partition(":")[0]
@@ -201,10 +205,12 @@ def shapes_and_dtypes(tree: Any, drop_leading: bool = False) -> list[tuple[Any, 
     return [(x.shape[1:] if drop_leading else x.shape, x.dtype) for x in jax.tree.leaves(tree)]
 
 
-# --------------------------------------------------------------------------- tests
-@SETTINGS
-@given(seed=SEEDS)
-def test_rollout_satisfies_contract(harness: Harness, seed: int) -> None:
+# --------------------------------------------------------------------------- checks
+# One function per property, shared with the suite adapters' conformance
+# (tests/envs/test_suite_adapters.py), which runs them on fewer seeds.
+
+
+def check_rollout_satisfies_contract(harness: Harness, seed: int) -> None:
     out = harness.rollout(seed)
     first, traj = out["first"], out["traj"]
     space = harness.obs_space
@@ -234,20 +240,35 @@ def test_rollout_satisfies_contract(harness: Harness, seed: int) -> None:
         np.testing.assert_array_equal(final[~done], obs[~done])
 
 
-@SETTINGS
-@given(seed=SEEDS)
-def test_same_key_gives_same_result(harness: Harness, seed: int) -> None:
+def check_same_key_gives_same_result(harness: Harness, seed: int) -> None:
     assert_trees_equal(harness.rollout(seed), harness.rollout(seed), True, "rerun, same key")
 
 
-@SETTINGS
-@given(seed=SEEDS)
-def test_vmap_matches_unbatched(harness: Harness, seed: int) -> None:
+def check_vmap_matches_unbatched(harness: Harness, seed: int) -> None:
     batched, single = harness.batched_rollout(seed)
     rows = [jax.tree.map(lambda x, r=r: x[r], batched) for r in range(len(BATCH_ROWS))]
     for r, (got, expected) in enumerate(zip(rows, single, strict=True)):
         assert_trees_equal(got, expected, False, f"vmap row {r} vs unbatched")
     assert_trees_equal(rows[0], rows[1], True, "vmap rows with the same key")
+
+
+# --------------------------------------------------------------------------- tests
+@SETTINGS
+@given(seed=SEEDS)
+def test_rollout_satisfies_contract(harness: Harness, seed: int) -> None:
+    check_rollout_satisfies_contract(harness, seed)
+
+
+@SETTINGS
+@given(seed=SEEDS)
+def test_same_key_gives_same_result(harness: Harness, seed: int) -> None:
+    check_same_key_gives_same_result(harness, seed)
+
+
+@SETTINGS
+@given(seed=SEEDS)
+def test_vmap_matches_unbatched(harness: Harness, seed: int) -> None:
+    check_vmap_matches_unbatched(harness, seed)
 
 
 @pytest.mark.parametrize("seed", [0, 1])

@@ -217,6 +217,30 @@ PRESETS: dict[str, dict[str, Any]] = {
         "hidden_sizes": (64,),
         "rnn_hidden_size": 64,
     },
+    # The Craftax baselines' ppo_rnn.py (Matthews et al. 2024: 1024 envs x 64 steps, GAE
+    # lambda 0.8, grad norm 1.0, LR 2e-4, 512-wide layers and GRU), at fewer environments
+    # and the budget that fits an hour on this CPU for one seed (benchmarks/registry.py's
+    # ppo_rnn_craftax_classic); needs the craftax extra.
+    "craftax:Craftax-Classic-Symbolic-v1": {
+        "recurrent": True,
+        "num_envs": 256,
+        "num_steps": 64,
+        "update_epochs": 4,
+        "num_minibatches": 8,
+        "lr": 2e-4,
+        "gamma": 0.99,
+        "gae_lambda": 0.8,
+        "clip_eps": 0.2,
+        "ent_coef": 0.01,
+        "vf_coef": 0.5,
+        "max_grad_norm": 1.0,
+        "activation": "relu",
+        "hidden_sizes": (512,),
+        "rnn_hidden_size": 512,
+        # One seed's hour here: every step also draws each copy's next world (the
+        # auto-reset), which dominates; the Craftax baselines reset optimistically.
+        "total_steps": 500_000,
+    },
 }
 # MinAtar: PureJaxRL's MinAtar PPO settings.
 for _game in ("Breakout", "Asterix", "Freeway", "SpaceInvaders"):

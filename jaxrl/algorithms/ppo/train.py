@@ -111,7 +111,15 @@ class PPO(EnvironmentAlgorithm):
             )
         self.action_space = action_space
         self.action_dim = action_space.n if self.discrete else action_space.shape[0]
-        self.obs_shape = tuple(env.observation_space(env_params).shape)
+        obs_space = env.observation_space(env_params)
+        if not isinstance(obs_space, envs.spaces.Box):
+            # A structured observation (e.g. a Jumanji dict) has no array for the network.
+            raise cfg.ConfigError(
+                f"env={config.env!r}: PPO needs an array (Box) observation, got "
+                f"{obs_space!r}; wrap the environment in "
+                "jaxrl.envs.wrappers.FlattenObservation (one flat vector)"
+            )
+        self.obs_shape = tuple(obs_space.shape)
         common = dict(
             action_dim=self.action_dim,
             discrete=self.discrete,
