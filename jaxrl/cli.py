@@ -204,7 +204,8 @@ def _build_parser(argv: Sequence[str] = ()) -> _Parser:
     p_envs.add_argument(
         "--suite",
         help="smoke-step the ids of one installed environment suite (craftax, jumanji, "
-        "xminigrid, pgx, playground) instead of the built-in environments",
+        "xminigrid, pgx, playground) instead of the built-in environments (default: none, "
+        "the built-in ones)",
     )
     p_envs.set_defaults(handler=_cmd_envs)
 
