@@ -70,7 +70,9 @@ def test_results_without_a_canary_say_why() -> None:
                 and path.stem
                 in (
                     "env_throughput",  # no algorithm: environments and sampling only
+                    "suite_throughput",
                     "lm_sampling",
+                    "continuous_batching",
                 )
             ), path.name
 
