@@ -66,15 +66,15 @@ class MultiAgentEnvironment(Environment):
     # ------------------------------------------------------ per-agent spaces (subclasses)
     def agent_observation_space(self, params: Any) -> spaces.Space:
         """The space of one agent's observation `obs["agents"][i]`."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement agent_observation_space")
 
     def agent_action_space(self, params: Any) -> spaces.Space:
         """The space of one agent's action `action[i]` (Discrete or a 1-D Box)."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement agent_action_space")
 
     def state_space(self, params: Any) -> spaces.Space:
         """The space of the global state `obs["state"]` (for centralised critics)."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement state_space")
 
     # ------------------------------------------------------ stacked spaces (derived)
     def observation_space(self, params: Any) -> spaces.Dict:
