@@ -272,7 +272,9 @@ def test_ppo_update_on_a_suite_is_one_compiled_program(env_id, package, recurren
 def test_jaxrl_envs_lists_installed_suites_and_steps_one(monkeypatch, capsys):
     from jaxrl import cli
 
-    monkeypatch.setattr(envs, "registered", lambda: ["CartPole-v1"])  # keep it short
+    monkeypatch.setattr(
+        envs, "registered", lambda multi_agent=False: [] if multi_agent else ["CartPole-v1"]
+    )
     assert cli.main(["envs", "--steps", "5"]) == 0
     out = capsys.readouterr().out
     for suite in registry.installed_suites():
