@@ -17,7 +17,11 @@ message for a failed call, with `ok=False`), and the trainer goes on:
 - an error message (a malformed or unknown call, bad arguments, a tool that raised, hung
   or died) is cut to the runner's `error_chars` the same way: it quotes what the model
   wrote, which has no length bound. So no result is longer than `max_result_chars`,
-  the bound a multi-turn task promises its feedback within.
+  the bound a multi-turn task promises its feedback within;
+- the runner itself waits at most the tool's `timeout` plus `server_grace` seconds for
+  the server's answer: a server that stalls (stopped, starved, stuck in the kernel) is
+  killed, the call answered with an error, and the next call starts a new server. So
+  not even the server can hang the trainer.
 
 Tool functions must be importable (module-level functions, or instances of module-level
 classes): the server imports them by name. Code the model writes runs in
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+import select
 import subprocess
 import sys
 import threading
@@ -60,9 +65,17 @@ class ToolRunner:
     """Runs parsed calls (`jaxrl.tools.calls`) against `tools` (see the module docstring).
 
     `memory_mb` bounds each call's address space; `error_chars` each error message's
-    length (see the module docstring)."""
+    length; `server_grace` how many seconds past a tool's `timeout` the runner waits for
+    the server's answer (forking, killing and reaping a child take time on a loaded
+    machine; see the module docstring)."""
 
-    def __init__(self, tools: Sequence[Tool], memory_mb: int = 1024, error_chars: int = 120):
+    def __init__(
+        self,
+        tools: Sequence[Tool],
+        memory_mb: int = 1024,
+        error_chars: int = 120,
+        server_grace: float = 30.0,
+    ):
         names = [tool.name for tool in tools]
         if len(set(names)) != len(names):
             raise ConfigError(f"invalid tools: names must be unique, got {names}")
@@ -82,8 +95,11 @@ class ToolRunner:
                 f"invalid error_chars={error_chars!r}: must be an integer >= "
                 f"{_MIN_ERROR_CHARS} (room for the start of a message and the note of its cut)"
             )
+        if not server_grace > 0:
+            raise ConfigError(f"invalid server_grace={server_grace!r}: must be > 0 seconds")
         self.tools = {tool.name: tool for tool in tools}
         self.memory_mb, self.error_chars = memory_mb, error_chars
+        self.server_grace = float(server_grace)
         self._server: subprocess.Popen | None = None
         self._lock = threading.Lock()  # one call at a time on the server's pipe
 
@@ -132,6 +148,15 @@ class ToolRunner:
                 server = self._ensure_server()
                 try:
                     _server.send(server.stdin, request)
+                    deadline = tool.timeout + self.server_grace
+                    # The answer is the only thing on the pipe and arrives in one write,
+                    # so the buffered reader holds nothing select() cannot see.
+                    if not select.select([server.stdout], [], [], deadline)[0]:
+                        self.close()
+                        return False, (
+                            f"error: the tool server did not answer {tool.name} within "
+                            f"{deadline:g} s; it was restarted"
+                        )
                     return _server.receive(server.stdout)
                 except (EOFError, BrokenPipeError, OSError):
                     self.close()

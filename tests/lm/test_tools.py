@@ -263,3 +263,27 @@ def test_the_python_tool_runs_code_in_the_sandbox():
 
     assert python("print(6 * 7)") == "42\n"
     assert python("while True: pass").endswith("[stopped: the time limit]")
+
+
+def test_a_stalled_tool_server_is_replaced_and_the_call_answered():
+    """The server enforces each call's timeout; the runner bounds its own wait too, so a
+    server that stops answering (here: stopped with SIGSTOP) cannot hang the trainer."""
+    import os
+    import signal
+
+    tools = [Tool.from_function(add, timeout=0.5)]
+    with ToolRunner(tools, server_grace=1.0) as runner:
+        assert call(runner, "add", a=1).text == "1"  # the server is up
+        stalled = runner._server
+        os.kill(stalled.pid, signal.SIGSTOP)
+        start = time.perf_counter()
+        result = call(runner, "add", a=2)
+        assert time.perf_counter() - start < 5
+        assert not result.ok and "did not answer add within 1.5 s" in result.text
+        assert stalled.poll() is not None  # killed, not left behind
+        assert call(runner, "add", a=3).text == "3"  # a new server answers
+
+
+def test_server_grace_must_be_positive():
+    with pytest.raises(ConfigError, match="server_grace"):
+        ToolRunner([Tool.from_function(add)], server_grace=0)
