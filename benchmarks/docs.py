@@ -431,10 +431,15 @@ def _speed_rows(name: str, raw: dict[str, Any]) -> tuple[list[str], list[list[st
             )
         return header, rows
     if name == "dreamer_throughput":
-        return ["row", "ms per training step", "updates/s"], [
+        matched = raw.get("matched", {})
+        rows = [
             [r["row"], _rate(r["train_step_ms"]), f"{r['updates_per_second']:.3f}"]
-            for r in raw.get("matched", {}).get("rows", [])
+            for r in matched.get("rows", [])
         ]
+        for row in dict.fromkeys(f["row"] for f in matched.get("failed_rows", [])):
+            limit = max(f["timeout_seconds"] for f in matched["failed_rows"] if f["row"] == row)
+            rows.append([row, f"did not finish (worker limit {limit:.0f} s)", ""])
+        return ["row", "ms per training step", "updates/s"], rows
     if name == "env_throughput":
         rows = [r for r in _cells(raw, "results") if r["copies"] == 2048]
         return ["env (2048 copies)", "jaxrl steps/s", "gymnax steps/s"], [
