@@ -24,9 +24,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-
-class ConfigError(ValueError):
-    """A config field has an invalid value. The message names the field."""
+from jaxrl.errors import ConfigError  # defined without JAX (see jaxrl/errors.py)
 
 
 def check(ok: bool, field: str, value: Any, allowed: str) -> None:

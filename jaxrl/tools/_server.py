@@ -4,7 +4,9 @@
 and stdout in length-prefixed pickles: first the trainer's `sys.path` (so that tool
 functions import as they do in the trainer), then one request per call, `(function,
 arguments, output_chars, memory_mb, timeout)` (pickled twice, so that a function that
-does not import here is an answer, not a dead server), answered by `(ok, text)`.
+does not import here is an answer, not a dead server), answered by two messages: `"loaded"`
+once the request is unpickled (the first call of a tool imports its module, which may
+take a while), then `(ok, text)`.
 
 Why a server of its own: forking the trainer is unsafe (XLA's threads hold locks a
 child would inherit), starting Python per call costs seconds of imports, and
@@ -41,12 +43,21 @@ def send(stream: BinaryIO, value: Any) -> None:
     stream.flush()
 
 
+def _read_exactly(stream: BinaryIO, size: int) -> bytes:
+    """`size` bytes (a raw, unbuffered stream may return fewer per read)."""
+    chunks, left = [], size
+    while left:
+        chunk = stream.read(left)
+        if not chunk:
+            raise EOFError("the other side closed the stream")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
 def receive(stream: BinaryIO) -> Any:
-    header = stream.read(_HEADER.size)
-    if len(header) < _HEADER.size:
-        raise EOFError("the other side closed the stream")
-    (size,) = _HEADER.unpack(header)
-    return pickle.loads(stream.read(size))
+    (size,) = _HEADER.unpack(_read_exactly(stream, _HEADER.size))
+    return pickle.loads(_read_exactly(stream, size))
 
 
 def as_text(value: Any) -> str:
@@ -147,10 +158,13 @@ def main() -> None:
         except EOFError:
             return
         try:
-            answer = serve_one(pickle.loads(payload))
+            request = pickle.loads(payload)  # imports the tool's module the first time
         except Exception as err:  # e.g. a function that does not unpickle here
-            answer = (False, f"error: the tool could not run: {type(err).__name__}: {err}")
-        send(stdout, answer)
+            send(stdout, "loaded")
+            send(stdout, (False, f"error: the tool could not run: {type(err).__name__}: {err}"))
+            continue
+        send(stdout, "loaded")  # from here on the call's own timeout bounds the answer
+        send(stdout, serve_one(request))
 
 
 if __name__ == "__main__":

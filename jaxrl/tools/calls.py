@@ -23,7 +23,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from jaxrl.config import ConfigError
+from jaxrl.errors import ConfigError
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,10 +18,11 @@ message for a failed call, with `ok=False`), and the trainer goes on:
   or died) is cut to the runner's `error_chars` the same way: it quotes what the model
   wrote, which has no length bound. So no result is longer than `max_result_chars`,
   the bound a multi-turn task promises its feedback within;
-- the runner itself waits at most the tool's `timeout` plus `server_grace` seconds for
-  the server's answer: a server that stalls (stopped, starved, stuck in the kernel) is
-  killed, the call answered with an error, and the next call starts a new server. So
-  not even the server can hang the trainer.
+- the runner itself bounds its waits: `server_grace` seconds for the server to load the
+  call (starting the server and importing a tool's module the first time), then the
+  tool's `timeout` plus `server_grace` for the answer. A server that stalls (stopped,
+  starved, stuck in the kernel) is killed, the call answered with an error, and the
+  next call starts a new server. So not even the server can hang the trainer.
 
 Tool functions must be importable (module-level functions, or instances of module-level
 classes): the server imports them by name. Code the model writes runs in
@@ -32,6 +33,7 @@ hostile tool.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import pickle
 import select
@@ -42,7 +44,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from jaxrl.config import ConfigError
+from jaxrl.errors import ConfigError
 
 from . import _server
 from .calls import MalformedCall, ToolCall
@@ -65,16 +67,17 @@ class ToolRunner:
     """Runs parsed calls (`jaxrl.tools.calls`) against `tools` (see the module docstring).
 
     `memory_mb` bounds each call's address space; `error_chars` each error message's
-    length; `server_grace` how many seconds past a tool's `timeout` the runner waits for
-    the server's answer (forking, killing and reaping a child take time on a loaded
-    machine; see the module docstring)."""
+    length; `server_grace` how long the runner waits for the server to load a call, and
+    how many seconds past a tool's `timeout` for its answer (starting Python, importing
+    a tool's module, forking, killing and reaping a child take time on a loaded machine;
+    see the module docstring)."""
 
     def __init__(
         self,
         tools: Sequence[Tool],
         memory_mb: int = 1024,
         error_chars: int = 120,
-        server_grace: float = 30.0,
+        server_grace: float = 60.0,
     ):
         names = [tool.name for tool in tools]
         if len(set(names)) != len(names):
@@ -148,16 +151,19 @@ class ToolRunner:
                 server = self._ensure_server()
                 try:
                     _server.send(server.stdin, request)
-                    deadline = tool.timeout + self.server_grace
-                    # The answer is the only thing on the pipe and arrives in one write,
-                    # so the buffered reader holds nothing select() cannot see.
-                    if not select.select([server.stdout], [], [], deadline)[0]:
-                        self.close()
-                        return False, (
-                            f"error: the tool server did not answer {tool.name} within "
-                            f"{deadline:g} s; it was restarted"
-                        )
-                    return _server.receive(server.stdout)
+                    for stage, limit in (
+                        ("load", self.server_grace),
+                        ("answer", tool.timeout + self.server_grace),
+                    ):
+                        # Unbuffered: nothing can sit in a reader's buffer unseen by select.
+                        if not select.select([server.stdout], [], [], limit)[0]:
+                            self.close()
+                            return False, (
+                                f"error: the tool server did not {stage} {tool.name} within "
+                                f"{limit:g} s; it was restarted"
+                            )
+                        message = _server.receive(server.stdout)
+                    return message
                 except (EOFError, BrokenPipeError, OSError):
                     self.close()
                     if attempt:
@@ -170,6 +176,7 @@ class ToolRunner:
                 [sys.executable, _server.__file__],  # by path: no package import first
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
+                bufsize=0,  # see `_call`: select() must see every byte not yet read
             )
             _server.send(self._server.stdin, list(sys.path))
         return self._server
@@ -188,4 +195,7 @@ class ToolRunner:
         self.close()
 
     def __del__(self) -> None:
-        self.close()
+        # At interpreter exit `subprocess`'s globals may be gone before this runs; the
+        # server then ends with its closed stdin anyway.
+        with contextlib.suppress(Exception):
+            self.close()

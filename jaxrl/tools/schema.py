@@ -23,7 +23,7 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from jaxrl.config import ConfigError
+from jaxrl.errors import ConfigError
 
 _JSON_TYPES: dict[Any, str] = {
     str: "string",
