@@ -98,6 +98,8 @@ def _missing(names: list[str]) -> str:
 def learning_cell(names: list[str]) -> str:
     """README's learning-result cell of one algorithm family."""
     parts, missing = [], []
+    # A row of several algorithms (e.g. offline RL) names each result's algorithm.
+    several = len({registry.get(name).algorithm for name in names}) > 1
     for name in names:
         entry, record = registry.get(name), load(name)
         if record is None or "aggregate" not in record:
@@ -106,7 +108,8 @@ def learning_cell(names: list[str]) -> str:
         seeds = record["aggregate"]["n"]
         budget = _steps(entry) if entry.env else ""
         detail = ", ".join(x for x in (f"{seeds} seeds", budget) if x)
-        parts.append(f"{_where(entry)} {short(entry, record)} ({detail})")
+        who = f"{entry.algorithm}: " if several and entry.algorithm else ""
+        parts.append(f"{who}{_where(entry)} {short(entry, record)} ({detail})")
     if missing:
         parts.append(_missing(missing))
     return "; ".join(parts)
