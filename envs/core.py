@@ -158,7 +158,7 @@ class Environment(Generic[TState, TParams]):
         )
         truncated = self.is_truncated(state_step, params)
         done = jnp.logical_or(terminated, truncated)
-        obs_reset, state_reset = self.next_episode(key_reset, params, done)
+        obs_reset, state_reset = self.next_episode(key_reset, params, state_step, done)
         state_next = _select(done, state_reset, state_step)
         if self.obs_from_state:
             obs_next = self.get_obs(state_next, params)
@@ -198,15 +198,20 @@ class Environment(Generic[TState, TParams]):
             return key_step, key_reset
         return key, key  # at most one of the two draws from it
 
-    def next_episode(self, key: jax.Array, params: TParams, done: jax.Array) -> tuple[Any, TState]:
-        """The `(obs, state)` an episode ending on this step (`done`) restarts from.
+    def next_episode(
+        self, key: jax.Array, params: TParams, state: TState, done: jax.Array
+    ) -> tuple[Any, TState]:
+        """The `(obs, state)` an episode ending on this step restarts from.
 
-        `reset_env(key, params)`, whatever `done`: `step` computes it on every step
-        and selects it where `done`. A batched auto-reset that draws fewer fresh
-        states than copies (`OptimisticResets`) substitutes one of its own here, which
-        is why `done` is passed.
+        `state` is the state the step reached and `done` whether its episode ended.
+        Default: a fresh start, `reset_env(key, params)`, whatever `done` (`step`
+        computes it on every step and selects it where `done`). Overridden where a
+        restart is cheaper than a reset: MuJoCo Playground restarts from the copy's
+        first state, which `state` keeps (as Playground's own training wrapper does),
+        and a batched auto-reset drawing fewer fresh starts than copies
+        (`OptimisticResets`) hands out one of its own, chosen from `done`.
         """
-        del done
+        del state, done
         return self.reset_env(key, params)
 
     def step_is_stochastic(self, params: TParams) -> bool:

@@ -33,6 +33,9 @@ copies comes from an `all_gather` of the `done` flags over that axis. Everything
 is the wrapped stack's own step (its truncation, `final_observation`, the wrappers'
 handling of the reset observation), so the wrapper composes with any stack beneath it.
 It must be the outermost wrapper: only the outermost environment's `step_batch` runs.
+The pool's starts are fresh resets (`reset_env`), also for an environment that restarts
+otherwise (Playground's cached first state, its own `next_episode`): there the plain
+auto-reset is already cheap, and the pool would replace its restarts by fresh ones.
 A single copy stepped on its own (`step`, e.g. in evaluation episodes) has nothing to
 share and auto-resets as usual.
 
@@ -162,8 +165,8 @@ def _pooled(base: Environment, pool: tuple[Any, Any], pool_size: int) -> Environ
     """A shallow copy of `base` whose auto-reset takes its start from `pool` (stepped
     under `vmap(..., axis_name=COPY_AXIS)`): see `pool_index`."""
 
-    def next_episode(key: jax.Array, params: Any, done: jax.Array) -> tuple[Any, Any]:
-        del key, params  # the pool was drawn with the keys the plain auto-reset uses
+    def next_episode(key: jax.Array, params: Any, state: Any, done: jax.Array) -> tuple[Any, Any]:
+        del key, params, state  # the pool was drawn with the keys the plain auto-reset uses
         all_done = jax.lax.all_gather(jnp.asarray(done, jnp.int32), COPY_AXIS)
         index = pool_index(all_done, jax.lax.axis_index(COPY_AXIS), pool_size)
         return jax.tree.map(lambda leaf: leaf[index], pool)
