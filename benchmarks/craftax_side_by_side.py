@@ -138,7 +138,7 @@ def run_ours(args: argparse.Namespace) -> dict[str, Any]:
     )
     return {
         "library": "jaxrl",
-        "env_steps": summary.get("env_steps"),
+        "env_steps": args.seeds * config.num_updates * config.batch_size,
         "steps_per_second": summary["steps_per_second"],
         "compile_seconds": summary.get("compile_seconds"),
         "wall_seconds": time.perf_counter() - start,

@@ -172,11 +172,10 @@ ENTRIES: tuple[Entry, ...] = (
         "test_ppo_learning.py",
         total_steps=1_000_000,
     ),
-    # Recurrent PPO on Craftax-Classic (issue 35 item 4): the preset's budget, what fits an
-    # hour here per seed (three seeds in one program: about three hours); needs the
-    # craftax extra. Not measured yet. The peer is the Craftax
-    # baselines' ppo_rnn.py at the same budget and seeds, run from its own repository in
-    # its own venv (no runner for it here yet).
+    # Recurrent PPO on Craftax-Classic (issue 35 item 4): the preset's budget (three seeds
+    # in one program; the minutes predate its optimistic resets, which cut the time);
+    # needs the craftax extra. Not measured yet. The side by side with the Craftax
+    # baselines' ppo_rnn.py is `ppo_rnn_craftax_side_by_side` below.
     dataclasses.replace(
         _env(
             "ppo_rnn_craftax_classic", "ppo", "craftax:Craftax-Classic-Symbolic-v1", 3, 180, "full"
