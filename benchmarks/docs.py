@@ -34,6 +34,7 @@ FILES = (
     "docs/plan.md",
     "docs/distributed.md",
     "docs/offline.md",
+    "docs/envs.md",
 )
 
 
@@ -443,6 +444,14 @@ def _speed_rows(name: str, raw: dict[str, Any]) -> tuple[list[str], list[list[st
             limit = max(f["timeout_seconds"] for f in matched["failed_rows"] if f["row"] == row)
             rows.append([row, f"did not finish (worker limit {limit:.0f} s)", ""])
         return ["row", "ms per training step", "updates/s"], rows
+    if name == "ppo_rnn_craftax_side_by_side":
+        rows = []
+        for c in _cells(raw):
+            finals = [v for v in c["final_return_per_seed"] if v is not None]
+            mean = sum(finals) / len(finals) if finals else float("nan")
+            std = (sum((v - mean) ** 2 for v in finals) / len(finals)) ** 0.5 if finals else 0
+            rows.append([c["library"], _rate(c["steps_per_second"]), f"{mean:.2f} ± {std:.2f}"])
+        return ["library", "env steps/s", "final return (mean ± std over seeds)"], rows
     if name == "env_throughput":
         rows = [r for r in _cells(raw, "results") if r["copies"] == 2048]
         return ["env (2048 copies)", "jaxrl steps/s", "gymnax steps/s"], [

@@ -3,6 +3,10 @@
     python benchmarks/suite_throughput.py                          # every installed suite
     python benchmarks/suite_throughput.py --ids craftax:Craftax-Classic-Symbolic-v1 --copies 64
 
+Each id runs at its suite's default widths (`DEFAULT_COPIES`: 64 and 1,024 copies, Craftax
+16 only: a Craftax step with its auto-reset draws a world for every copy, so its wider
+rows took minutes per timed run on this CPU); `--copies` sets the widths of every id.
+
 For each id and number of vmapped copies, two jitted programs of the same shape run
 `--steps` steps from a reset: actions and step keys drawn up front, one `lax.scan` of a
 vmapped step, the observation, state, summed rewards and episode ends carried (as in
@@ -12,11 +16,15 @@ the suite's own auto-reset:
 * Craftax: its auto-resetting environment (`make_craftax_env_from_name(id, True)`);
 * Jumanji: `jumanji.wrappers.AutoResetWrapper` on the raw environment;
 * XLand-MiniGrid: `xminigrid.wrappers.GymAutoResetWrapper`;
-* pgx: `pgx.experimental.auto_reset` around a step that plays the agent's random legal
-  move and then the opponent's until it is player 0's turn again, the program our adapter
-  compiles (the adapter's random opponent) written on pgx's own API;
+* pgx: pgx has no auto-reset for a game against an opponent (`pgx.experimental.auto_reset`
+  returns the bare `init` state, from which a caller acting as player 0 would play the
+  opponent's first move), so its side is the program our adapter compiles (the adapter's
+  random opponent) written on pgx's own API: `env.step` for the agent's random legal move,
+  the opponent's moves until it is player 0's turn again, and where the game ended a
+  fresh `env.init` with the opponent's opening moves;
 * MuJoCo Playground: `mujoco_playground.wrapper.wrap_for_brax_training` (its episode
-  limit and auto-reset; it vmaps itself), MJX in JAX (`impl="jax"`) as the adapter.
+  limit and auto-reset to each copy's cached first state, as the adapter's default; it
+  vmaps itself), MJX in JAX (`impl="jax"`) as the adapter.
 
 Both sides are timed alternately in one process (the suites are installed next to
 jaxrl, see .ci/optional_venv.sh), compile time excluded, median of `--repeats`; the ratio
@@ -58,6 +66,9 @@ DEFAULT_IDS = (
     "pgx:connect_four",
     "playground:CartpoleBalance",
 )
+# Copies per id, by suite (`--copies` overrides them all).
+DEFAULT_COPIES = {"craftax": (16,)}
+OTHER_COPIES = (64, 1024)
 PACKAGES = {
     "craftax": "craftax",
     "jumanji": "jumanji",
@@ -156,10 +167,8 @@ def xminigrid_native(env_id: str, copies: int, steps: int) -> Callable[[jax.Arra
 
 def pgx_native(env_id: str, copies: int, steps: int) -> Callable[[jax.Array], Any]:
     import pgx
-    from pgx.experimental import auto_reset
 
     env = pgx.make(env_id)
-    pgx_step = auto_reset(env.step, env.init)
 
     def random_legal(key: jax.Array, legal: jax.Array) -> jax.Array:
         return jnp.argmax(jnp.where(legal, jax.random.gumbel(key, legal.shape), -jnp.inf))
@@ -184,11 +193,14 @@ def pgx_native(env_id: str, copies: int, steps: int) -> Callable[[jax.Array], An
         return state.observation, state
 
     def one_step(key: jax.Array, state: Any, action: jax.Array) -> Any:
-        k_step, k_opponent = jax.random.split(key)
-        state = pgx_step(state, action, k_step)  # pgx's auto-reset
+        k_step, k_opponent, k_reset = jax.random.split(key, 3)
+        state = env.step(state, action, k_step)
         reward = state.rewards[0]
         state, opponent_reward = opponent(k_opponent, state)
-        return state.observation, state, reward + opponent_reward, state.terminated
+        done = state.terminated | state.truncated
+        _, fresh = one_reset(k_reset)
+        state = jax.tree.map(lambda a, b: jnp.where(done, a, b), fresh, state)
+        return state.observation, state, reward + opponent_reward, done
 
     return _scan_rollout(
         jax.vmap(one_reset), jax.vmap(one_step), _randint(env.num_actions), copies, steps
@@ -282,7 +294,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             skipped[env_id] = f"{module} is not installed (pip install 'jaxrl[{suite}]')"
             print(f"[skip] {env_id}: {skipped[env_id]}", file=sys.stderr)
             continue
-        for copies in args.copies:
+        for copies in args.copies or DEFAULT_COPIES.get(suite, OTHER_COPIES):
             try:
                 row = measure(env_id, copies, args)
             except Exception as err:  # reported, the run goes on
@@ -315,7 +327,7 @@ def _meta(args: argparse.Namespace) -> dict[str, Any]:
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "load_average": os.getloadavg(),
         "steps": args.steps,
-        "copies": args.copies,
+        "copies": args.copies or {"default": list(OTHER_COPIES), **DEFAULT_COPIES},
         "repeats": args.repeats,
         "statistic": "median of repeats, wall clock",
         "jax": jax.__version__,
@@ -329,7 +341,9 @@ def _meta(args: argparse.Namespace) -> dict[str, Any]:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ids", nargs="+", default=list(DEFAULT_IDS), help="prefixed ids")
-    parser.add_argument("--copies", nargs="+", type=int, default=[64, 1024])
+    parser.add_argument(
+        "--copies", nargs="+", type=int, default=None, help="copies (default: DEFAULT_COPIES)"
+    )
     parser.add_argument("--steps", type=int, default=200, help="steps per copy per timed run")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs; the median is kept")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON output path")

@@ -152,16 +152,13 @@ class Environment(Generic[TState, TParams]):
         params = self.default_params if params is None else params
         _validate(params)
         spaces.check_action(self.action_space(params), action, self.name)
-        if self.step_is_stochastic(params) and self.stochastic_reset:
-            key_step, key_reset = prng.split(key)  # == jax.random.split(key)
-        else:
-            key_step = key_reset = key  # at most one of the two draws from it
+        key_step, key_reset = self.step_keys(key, params)
         obs_step, state_step, reward, terminated, info = self.step_env(
             key_step, state, action, params
         )
         truncated = self.is_truncated(state_step, params)
         done = jnp.logical_or(terminated, truncated)
-        obs_reset, state_reset = self.reset_env(key_reset, params)
+        obs_reset, state_reset = self.next_episode(key_reset, params, state_step, done)
         state_next = _select(done, state_reset, state_step)
         if self.obs_from_state:
             obs_next = self.get_obs(state_next, params)
@@ -176,6 +173,46 @@ class Environment(Generic[TState, TParams]):
             jnp.asarray(truncated, jnp.bool_),
             info,
         )
+
+    def step_batch(
+        self, keys: jax.Array, state: TState, action: Any, params: TParams | None = None
+    ) -> StepResult:
+        """Steps a batch of copies (every leaf with a leading copy axis), one key each.
+
+        `step` `vmap`ped over the copies (params shared). What `jaxrl.acting.step_envs`
+        calls, so a wrapper that works across the batch (`OptimisticResets`, which
+        shares fresh episode starts between copies) can override it; the outermost
+        environment's `step_batch` is the one that runs.
+        """
+        params = self.default_params if params is None else params
+        return jax.vmap(self.step, in_axes=(0, 0, 0, None))(keys, state, action, params)
+
+    def step_keys(self, key: jax.Array, params: TParams) -> tuple[jax.Array, jax.Array]:
+        """`step`'s key split: `(key for step_env, key for the auto-reset)`.
+
+        Split in two only when both the step and the reset draw; otherwise the one
+        that draws gets the whole key (see the class docstring).
+        """
+        if self.step_is_stochastic(params) and self.stochastic_reset:
+            key_step, key_reset = prng.split(key)  # == jax.random.split(key)
+            return key_step, key_reset
+        return key, key  # at most one of the two draws from it
+
+    def next_episode(
+        self, key: jax.Array, params: TParams, state: TState, done: jax.Array
+    ) -> tuple[Any, TState]:
+        """The `(obs, state)` an episode ending on this step restarts from.
+
+        `state` is the state the step reached and `done` whether its episode ended.
+        Default: a fresh start, `reset_env(key, params)`, whatever `done` (`step`
+        computes it on every step and selects it where `done`). Overridden where a
+        restart is cheaper than a reset: MuJoCo Playground restarts from the copy's
+        first state, which `state` keeps (as Playground's own training wrapper does),
+        and a batched auto-reset drawing fewer fresh starts than copies
+        (`OptimisticResets`) hands out one of its own, chosen from `done`.
+        """
+        del state, done
+        return self.reset_env(key, params)
 
     def step_is_stochastic(self, params: TParams) -> bool:
         """Whether `step_env` draws from its key under `params` (a static Python bool).

@@ -69,10 +69,15 @@ def step_envs(env: Any, params: Any, key: jax.Array, state: Any, action: Any) ->
 
     Returns `env.step`'s tuple `(obs, state, reward, terminated, truncated, info)`,
     each with the batch axis. `key` is split into one key per copy, so one key per
-    rollout step is enough.
+    rollout step is enough. A jaxrl `Environment` steps the batch with its
+    `step_batch` (the same `vmap`, unless a batch-wide wrapper such as
+    `envs.optimistic_resets.OptimisticResets` replaces it).
     """
     num_envs = jax.tree.leaves(state)[0].shape[0]
     keys = prng.split(key, num_envs)
+    step_batch = getattr(env, "step_batch", None)  # a jaxrl `Environment`'s batched step
+    if step_batch is not None:
+        return step_batch(keys, state, action, params)
     return jax.vmap(env.step, in_axes=(0, 0, 0, None))(keys, state, action, params)
 
 

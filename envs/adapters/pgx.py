@@ -20,6 +20,19 @@ the mover loses and the game ends; the agent's legal actions for its next move a
 Observations are pgx's (from the agent's side of the board), a `Box` of pgx's dtype
 (bool planes for most games).
 
+Why every step plays an opening move. Half of a two-player game's episodes start with
+the opponent to move (pgx draws the first player), and the agent must see the board
+after the opponent's opening move, so a fresh start (`reset_env`) is pgx's `init` plus
+the opponent's moves. The auto-reset computes that fresh start for every copy on every
+step and keeps it where an episode ended (`Environment.step`; under `vmap` a branch is
+computed for every copy), so a step costs the agent's move, the opponent's reply and
+the opening move of a fresh game. The opening move cannot be skipped without changing
+the game (pgx's own `auto_reset` returns the bare `init` state, and a caller stepping
+it as player 0 plays the opponent's first move); nor can it be played only where a game
+ended (it would run after the reply, a second move in sequence, computed for every
+copy anyway). What saves the work in training is drawing fewer fresh starts than
+copies: `OptimisticResets` (`envs/optimistic_resets.py`, PPO's `reset_ratio`).
+
 Overrides: `max_steps_in_episode` only (`pgx.make` takes none; Go's sizes are ids:
 `go_9x9`, `go_19x19`).
 """

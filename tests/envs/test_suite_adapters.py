@@ -227,6 +227,42 @@ def test_pgx_random_opponent_and_agent_reward():
     assert (reward[~terminated] == 0).all()
 
 
+def test_playground_restarts_from_the_copys_first_state_unless_full_reset():
+    """As Playground's training wrapper: an ended episode restarts from the physics data
+    and observation its copy's reset drew; `full_reset=True` draws a fresh start."""
+    pytest.importorskip("mujoco_playground")
+    limit, action = 3, jnp.zeros((1,), jnp.float32)
+
+    def run(env, params):
+        def episode(key):
+            obs, state = env.reset(key, params)
+
+            def body(state, k):
+                out = env.step(k, state, action, params)
+                return out[1], (out[0], out[4])
+
+            state, (obs_seq, truncated) = jax.lax.scan(
+                body, state, jax.random.split(jax.random.key(1), limit)
+            )
+            return obs, state, obs_seq, truncated
+
+        return jax.jit(episode)(jax.random.key(0))
+
+    cached, params = envs.make("playground:CartpoleBalance", max_steps_in_episode=limit)
+    obs, state, obs_seq, truncated = run(cached, params)
+    assert np.asarray(truncated).tolist() == [False, False, True] and int(state.time) == 0
+    np.testing.assert_array_equal(obs_seq[-1], obs)  # the first observation again
+    np.testing.assert_array_equal(state.brax_state.data.qpos, state.first_data.qpos)
+    assert not np.array_equal(np.asarray(obs_seq[-2]), np.asarray(obs))  # it had moved
+    fresh, params = envs.make(
+        "playground:CartpoleBalance", max_steps_in_episode=limit, full_reset=True
+    )
+    obs, state, obs_seq, truncated = run(fresh, params)
+    assert bool(truncated[-1]) and not np.array_equal(np.asarray(obs_seq[-1]), np.asarray(obs))
+    with pytest.raises(ValueError, match="full_reset must be True or False"):
+        envs.make("playground:CartpoleBalance", full_reset="yes")
+
+
 # ----------------------------------------------------------------------------- training
 
 
@@ -255,6 +291,8 @@ def test_ppo_update_on_a_suite_is_one_compiled_program(env_id, package, recurren
         hidden_sizes=(16,),
         recurrent=recurrent,
         rnn_hidden_size=16,
+        # Craftax's preset shares a fresh world among 16 copies: one here, for 2 copies.
+        **({"reset_ratio": 2} if package == "craftax" else {}),
     )
     algo = ppo.PPO(config, env, params)
     state = algo.init(jax.random.key(0), algo.hyperparams())

@@ -23,6 +23,7 @@ from flax import struct
 
 from jaxrl import acting, envs, prng, rollout
 from jaxrl import config as cfg
+from jaxrl.envs.optimistic_resets import OptimisticResets
 from jaxrl.minibatches import run_epochs
 from jaxrl.nn import ActorCritic, RecurrentActorCritic
 from jaxrl.returns import bootstrap_truncated_rewards, gae
@@ -91,6 +92,8 @@ class PPO(EnvironmentAlgorithm):
         self.config = config.validate()
         self.steps_per_update = config.num_envs * config.num_steps
         self.num_updates = config.num_updates
+        if config.reset_ratio > 1:  # shares fresh episode starts across the batch
+            env = OptimisticResets(env, config.reset_ratio)
         self.env = env
         self.env_params = env_params
         action_space = env.action_space(env_params)
