@@ -212,7 +212,7 @@ def test_cli_trains_and_evaluates_a_multi_agent_run(tmp_path, monkeypatch):
         (
             "ippo",
             {"recurrent": True, "num_envs": 4, "num_minibatches": 8},
-            r"must be a divisor of num_envs \(recurrent",
+            r"must be a divisor of num_envs=4 \(recurrent",
         ),
         ("pqn-vdn", {"eps_end": 0.5, "eps_start": 0.1}, r"invalid eps_end=0\.5"),
         ("pqn-vdn", {"norm": "batch"}, r"invalid norm='batch'"),

@@ -18,17 +18,23 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import optax
 from flax import struct
 
-from jaxrl import acting, envs, prng, rollout
+from jaxrl import acting, prng, rollout
 from jaxrl import config as cfg
-from jaxrl.algorithms.qlearning import epsilon_greedy, linear_epsilon
-from jaxrl.minibatches import run_epochs
+from jaxrl.algorithms.multiagent_common import discrete_agents
+from jaxrl.algorithms.pqn_common import (
+    ParallelQLearner,
+    next_max_q,
+    td_epochs,
+    time_limits_as_terminal,
+)
+from jaxrl.algorithms.qlearning import epsilon_greedy
 from jaxrl.nn.multiagent import AgentNetwork
 from jaxrl.nn.qnetwork import QNetwork
 from jaxrl.returns import q_lambda_targets
 from jaxrl.training.contract import EnvironmentAlgorithm
+from jaxrl.updates import annealed_lr_scale
 
 from .config import PRESETS, SWEEPABLE, PQNVDNConfig
 from .losses import max_q_total, q_total, vdn_td_loss
@@ -46,7 +52,7 @@ class PQNVDNState:
     hparams: Any
 
 
-class PQNVDN(EnvironmentAlgorithm):
+class PQNVDN(ParallelQLearner, EnvironmentAlgorithm):
     """PQN with value decomposition for N agents (see the module docstring)."""
 
     name = "pqn-vdn"
@@ -61,31 +67,12 @@ class PQNVDN(EnvironmentAlgorithm):
         self.config, self.env, self.env_params = config.validate(), env, env_params
         self.steps_per_update = config.batch_size
         self.num_updates = config.num_updates
-        cfg.check(
-            getattr(env, "multi_agent", False),
-            "env",
-            config.env,
-            f"a multi-agent environment ({envs.registered(multi_agent=True)} or jaxmarl:<id>)",
-        )
-        space = env.agent_action_space(env_params)
-        cfg.check(
-            isinstance(space, envs.spaces.Discrete),
-            "env",
-            config.env,
-            f"an environment with Discrete agent actions (pqn-vdn), got {space!r}",
-        )
-        self.num_agents = int(env.num_agents)
+        self.num_agents, num_actions = discrete_agents("pqn-vdn", config, env, env_params)
         q_network = QNetwork(
-            action_dim=int(space.n), hidden_sizes=tuple(config.hidden_sizes), norm=config.norm
+            action_dim=num_actions, hidden_sizes=tuple(config.hidden_sizes), norm=config.norm
         )
         # observations (M, N, F) -> Q-values (M, N, A)
         self.network = AgentNetwork(q_network, self.num_agents, config.parameter_sharing, (1,), 1)
-
-    @property
-    def schedule_follows_total(self) -> bool:
-        """`anneal_lr` and the epsilon decay (a fraction of the run) follow `total_steps`."""
-        c = self.config
-        return c.anneal_lr or (c.eps_fraction > 0 and c.eps_end != c.eps_start)
 
     def init(self, key: jax.Array, hparams: Any, params: Any = None) -> PQNVDNState:
         c = self.config
@@ -104,25 +91,6 @@ class PQNVDN(EnvironmentAlgorithm):
             key=key,
             update_step=jnp.zeros((), jnp.int32),
             hparams=hparams,
-        )
-
-    def _optimizer(self, hp: Any, lr_scale: jax.Array | float) -> optax.GradientTransformation:
-        """Global-norm clipping, then RAdam or Adam (as PQN's)."""
-        c = self.config
-        scale_by = optax.scale_by_radam if c.optimizer == "radam" else optax.scale_by_adam
-        return optax.flatten(
-            optax.chain(
-                optax.clip_by_global_norm(hp.max_grad_norm),
-                scale_by(eps=c.adam_eps),
-                optax.scale(-hp.lr * lr_scale),
-            )
-        )
-
-    def epsilon(self, state: PQNVDNState) -> jax.Array:
-        """The exploration rate of the update `state` is about to run."""
-        hp = state.hparams
-        return linear_epsilon(
-            state.update_step, self.num_updates, hp.eps_start, hp.eps_end, hp.eps_fraction
         )
 
     def act(self, state: PQNVDNState, obs, carry, reset, key, deterministic: bool = True):
@@ -163,41 +131,30 @@ class PQNVDN(EnvironmentAlgorithm):
             jax.tree.map(lambda x: x[None], loop.obs),
         )
         max_after = max_q_total(self.network.apply(state.params, after["agents"]), after["alive"])
-        next_q = jnp.concatenate([traj.extras["max_q"][1:], max_after[-b:][None]])
-        terminated, truncated = traj.terminated, traj.truncated
-        if c.bootstrap_truncation:
-            final_q = max_after[:-b].reshape(t, b)
-            next_q = jnp.where(truncated & ~terminated, final_q, next_q)
-        else:  # a time limit as a terminal state
-            terminated, truncated = traj.done, jnp.zeros_like(truncated)
+        terminated, truncated = time_limits_as_terminal(
+            traj.terminated, traj.truncated, c.bootstrap_truncation
+        )
+        final_q = max_after[:-b].reshape(t, b) if c.bootstrap_truncation else None
+        next_q = next_max_q(traj.extras["max_q"], max_after[-b:], final_q, terminated, truncated)
         reward = acting.team_reward(traj.reward, traj.done) * hp.reward_scale
         targets = q_lambda_targets(reward, terminated, truncated, next_q, hp.gamma, hp.q_lambda)
 
-        lr_scale = 1.0 - state.update_step / c.num_updates if c.anneal_lr else 1.0
-        optimizer = self._optimizer(hp, lr_scale)
-        grad_fn = jax.value_and_grad(self._loss, has_aux=True)
+        lr_scale = annealed_lr_scale(state.update_step, c.num_updates, c.anneal_lr)
         flat = lambda x: x.reshape((c.batch_size,) + x.shape[2:])  # noqa: E731
-        data = jax.tree.map(flat, (traj.obs["agents"], traj.obs["alive"], traj.action, targets))
-
-        def minibatch_step(carry, minibatch):
-            params, opt_state = carry
-            (loss, q_mean), grads = grad_fn(params, *minibatch)
-            updates, opt_state = optimizer.update(grads, opt_state, params)
-            return (optax.apply_updates(params, updates), opt_state), (loss, q_mean)
-
         key, k_epochs = prng.split(key)
-        (params, opt_state), (loss, q_mean) = run_epochs(
-            minibatch_step,
-            (state.params, state.opt_state),
-            data,
+        params, opt_state, metrics = td_epochs(
+            self._loss,
+            self._optimizer(hp, lr_scale),
+            state.params,
+            state.opt_state,
+            jax.tree.map(flat, (traj.obs["agents"], traj.obs["alive"], traj.action, targets)),
             k_epochs,
             num_epochs=c.num_epochs,
             num_minibatches=c.num_minibatches,
         )
         state = PQNVDNState(params, opt_state, loop, key, state.update_step + 1, hp)
         return state, {
-            "loss": loss.mean(),
-            "q_mean": q_mean.mean(),
+            **metrics,
             "epsilon": epsilon,
             "lr": hp.lr * lr_scale,
             **acting.episode_metrics(traj.finished),
