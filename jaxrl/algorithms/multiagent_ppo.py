@@ -11,7 +11,9 @@ config, presets and `centralised_critic`, and `MultiAgentPPO` here is the rest:
   actions and rewards `(N,)`); the actor runs for all N agents at once
   (`jaxrl.nn.multiagent.AgentNetwork`: shared parameters with one-hot agent ids, or
   separate parameters per agent; feed-forward, or a GRU whose carry `(num_envs, N, H)`
-  restarts with the episode);
+  restarts with the episode); where the observation has an action mask (SMAX's legal
+  actions) the policy is the softmax over the legal actions only, when acting and in the
+  loss (`jaxrl.nn.Categorical.masked`, MAPPO's action masking);
 * **values**: one batched critic pass after the rollout over every observation, every
   final observation (the truncation bootstrap, Pardo et al. 2018) and the last one;
 * **advantages**: GAE (`jaxrl.returns.gae`) per agent on `(T, num_envs, N)`; an agent's
@@ -42,7 +44,7 @@ from flax import struct
 
 from jaxrl import acting, prng, rollout
 from jaxrl import config as cfg
-from jaxrl.algorithms.multiagent_common import discrete_agents
+from jaxrl.algorithms.multiagent_common import action_mask, discrete_agents
 from jaxrl.algorithms.ppo_common import (
     SWEEPABLE,
     PPOFields,
@@ -118,6 +120,7 @@ class Samples:
     log_prob: jax.Array
     value: jax.Array
     alive: jax.Array  # the agent acts at this step (learns from it)
+    action_mask: jax.Array | None = None  # (..., A) legal actions; None: all are legal
 
 
 class MultiAgentPPO(EnvironmentAlgorithm):
@@ -172,11 +175,13 @@ class MultiAgentPPO(EnvironmentAlgorithm):
         flat = critic_in.reshape((-1,) + critic_in.shape[-2:])
         return self.critic.apply(params["critic"], flat).reshape(lead + (self.num_agents,))
 
-    def policy(self, params: Any, carry: Any, agent_obs: jax.Array, reset: jax.Array):
-        """The actor on one step: `agent_obs (B, N, F)`, `reset (B,)` -> `(carry, dist)`
-        with distributions over `(B, N)`."""
+    def policy(self, params: Any, carry: Any, obs: dict[str, jax.Array], reset: jax.Array):
+        """The actor on one step of stacked observations `obs` (`obs["agents"] (B, N, F)`),
+        `reset (B,)` -> `(carry, dist)` with distributions over `(B, N)`, over the legal
+        actions only when the observation has an action mask (`Categorical.masked`)."""
+        agent_obs = obs["agents"]
         carry, dist = self.actor.apply(params["actor"], carry, agent_obs[None], reset[None])
-        return carry, jax.tree.map(lambda x: x[0], dist)
+        return carry, jax.tree.map(lambda x: x[0], dist).masked(action_mask(obs))
 
     def _optimizer(self, hp: Any, lr_scale: jax.Array | float) -> optax.GradientTransformation:
         """Global-norm clipping, then Adam (`ppo_common.ppo_optimizer`, as PPO's)."""
@@ -222,7 +227,7 @@ class MultiAgentPPO(EnvironmentAlgorithm):
 
     def act(self, state: MultiAgentPPOState, obs, carry, reset, key, deterministic: bool = True):
         """Every agent's action `(B, N)` for a batch of stacked observations."""
-        carry, dist = self.policy(state.params, carry, obs["agents"], reset)
+        carry, dist = self.policy(state.params, carry, obs, reset)
         return (dist.mode() if deterministic else dist.sample(key)), carry
 
     # ------------------------------------------------------------------ update
@@ -233,7 +238,7 @@ class MultiAgentPPO(EnvironmentAlgorithm):
         c = self.config
 
         def act(carry, obs, reset, key):
-            carry, dist = self.policy(state.params, carry, obs["agents"], reset)
+            carry, dist = self.policy(state.params, carry, obs, reset)
             action = dist.sample(key)
             return carry, rollout.PolicyStep(action, {"log_prob": dist.log_prob(action)})
 
@@ -269,6 +274,7 @@ class MultiAgentPPO(EnvironmentAlgorithm):
             log_prob=traj.extras["log_prob"],
             value=values[:t],
             alive=traj.obs["alive"],
+            action_mask=action_mask(traj.obs),
         )
         new_state = state.replace(envs=loop, rnn_carry=carry, key=key)
         return new_state, samples, traj, values, acting.episode_metrics(traj.finished)
@@ -319,6 +325,8 @@ class MultiAgentPPO(EnvironmentAlgorithm):
             reset = jnp.zeros(batch.obs.shape[:1], bool)
             _, dist = self.actor.apply(params["actor"], None, batch.obs[None], reset[None])
             dist = jax.tree.map(lambda x: x[0], dist)
+        # The ratio and the entropy over the legal actions, as when acting (MAPPO's masking).
+        dist = dist.masked(batch.action_mask)
         value = self.values(params, batch.critic_in)
         return agent_ppo_loss(
             dist.log_prob(batch.action),

@@ -1,8 +1,11 @@
 """IPPO, MAPPO and PQN-VDN (`jaxrl/algorithms/{ippo,mappo,pqn_vdn}`, on the shared
 `multiagent_ppo.py`, `jaxrl/nn/multiagent.py` and `jaxrl/losses.py`): the losses against
-hand-computed values, the per-agent networks (shared with ids, separate), each algorithm
-and variant through the driver with exact resume, sweeps, the CLI with `jaxrl eval`, and
-bad configs. Learning on SimpleSpread-MPE: test_multiagent_learning.py (slow)."""
+hand-computed values, the per-agent networks (shared with ids, separate), action masks
+(the masked categorical by hand; IPPO and MAPPO acting and learning within a mask), each
+algorithm and variant through the driver with exact resume, sweeps, the CLI with `jaxrl
+eval`, and bad configs; with `-m optional` (jaxmarl installed) MAPPO and IPPO on SMAX
+scenarios through the adapter and the CLI. Learning on SimpleSpread-MPE:
+test_multiagent_learning.py (slow)."""
 
 from __future__ import annotations
 
@@ -14,11 +17,13 @@ import numpy as np
 import pytest
 
 import jaxrl
-from jaxrl import algorithms, cli
+from jaxrl import algorithms, cli, envs
 from jaxrl.algorithms.ippo import ippo_loss
 from jaxrl.algorithms.mappo import mappo_loss
 from jaxrl.algorithms.pqn_vdn import max_q_total, q_total, vdn_td_loss
 from jaxrl.config import ConfigError
+from jaxrl.envs.multiagent import SimpleSpread
+from jaxrl.nn import Categorical
 from jaxrl.nn.multiagent import Actor, AgentNetwork, Critic, with_agent_ids
 from jaxrl.training.checkpoint import tree_fingerprint
 from jaxrl.training.driver import RunConfig, train
@@ -124,6 +129,73 @@ def test_recurrent_actor_carries_a_state_per_agent_and_resets_with_the_episode()
     _, fresh = actor.apply(params, carry, obs[3:], resets[3:] | True)
     _, late = actor.apply(params, new_carry * 0 + 1.0, obs, reset_last)
     np.testing.assert_allclose(late.logits[3], fresh.logits[0], rtol=1e-5, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------- action masks
+def test_masked_categorical_is_the_softmax_over_the_legal_actions_by_hand():
+    """logits (1, 2, 3) with action 1 illegal: p = softmax(1, 3) = (1, e^2) / (1 + e^2) on
+    the legal actions and 0 on the other; log-probs and entropy are those of the two."""
+    mask = jnp.array([True, False, True])
+    dist = Categorical(jnp.array([1.0, 2.0, 3.0])).masked(mask)
+    p0 = 1.0 / (1.0 + np.e**2)
+    p2 = 1.0 - p0
+    log_prob = jax.vmap(dist.log_prob)(jnp.array([0, 2]))
+    np.testing.assert_allclose(log_prob, [np.log(p0), np.log(p2)], rtol=1e-6)
+    np.testing.assert_allclose(dist.entropy(), -(p0 * np.log(p0) + p2 * np.log(p2)), rtol=1e-6)
+    assert int(dist.mode()) == 2
+    # Unmasked, the same logits give three actions' log-probs and a larger entropy.
+    assert float(Categorical(jnp.array([1.0, 2.0, 3.0])).entropy()) > float(dist.entropy())
+    # Sampling never draws the illegal action and draws the others at p0 and p2.
+    draws = np.asarray(jax.vmap(dist.sample)(jax.random.split(jax.random.key(0), 20_000)))
+    assert not (draws == 1).any()
+    np.testing.assert_allclose((draws == 0).mean(), p0, atol=0.01)
+    # Gradients are finite and none reaches the illegal logit.
+    grad = jax.grad(lambda x: Categorical(x).masked(mask).entropy())(jnp.array([1.0, 2.0, 3.0]))
+    assert np.isfinite(grad).all() and grad[1] == 0.0
+    # dH/dx0 for two actions: p0 p2 (log p2 - log p0) = p0 p2 * 2.
+    np.testing.assert_allclose(grad[0], p0 * p2 * 2.0, rtol=1e-5)
+    # A row with no legal action (nothing to choose) stays finite: uniform.
+    empty = Categorical(jnp.array([1.0, 2.0, 3.0])).masked(jnp.zeros(3, bool))
+    np.testing.assert_allclose(empty.entropy(), np.log(3.0), rtol=1e-6)
+    plain = Categorical(jnp.zeros(3))
+    assert plain.masked(None) is plain  # no mask: the distribution itself
+
+
+class MaskedSpread(SimpleSpread):
+    """SimpleSpread whose agents may not take two of their five moves at each step
+    (which two turns with the time and the agent), to test action masks without jaxmarl."""
+
+    has_action_mask = True
+
+    def get_obs(self, state, params):
+        obs = super().get_obs(state, params)
+        agent = jnp.arange(self.num_agents)[:, None]
+        action = jnp.arange(5)[None, :]
+        obs["action_mask"] = (action + agent + state.time) % 5 >= 2
+        return obs
+
+
+@pytest.mark.parametrize("name", ["ippo", pytest.param("mappo", marks=pytest.mark.slow)])
+def test_ippo_and_mappo_act_and_learn_within_the_action_mask(name):
+    """Every action of a rollout is legal (a policy ignoring the mask would take an illegal
+    one 40% of the time); the loss's entropy is over the three legal actions (a fresh
+    policy is near uniform over them: log 3, not log 5); `act` chooses legal actions.
+    (The masking is `MultiAgentPPO`'s, the same for both: MAPPO runs with -m slow.)"""
+    env = MaskedSpread()
+    params = env.default_params
+    assert env.observation_space(params).spaces["action_mask"].shape == (3, 5)
+    tiny = dict(total_steps=64, num_envs=4, num_steps=16, hidden_sizes=(8,), num_minibatches=1)
+    config = jaxrl.make_config(name, "SimpleSpread-MPE", update_epochs=1, **tiny)
+    algo = algorithms.get(name).algorithm(config, env, params)
+    state = algo.init(jax.random.key(0), algo.hyperparams())
+    # One program: the rollout's samples, and the update (the same rollout, then the loss).
+    samples, metrics = jax.jit(lambda s: (algo._rollout(s)[1], algo.update(s)[1]))(state)
+    mask, action = np.asarray(samples.action_mask), np.asarray(samples.action)
+    assert mask.shape == (16, 4, 3, 5) and np.take_along_axis(mask, action[..., None], -1).all()
+    assert np.isfinite(metrics["loss"]) and abs(float(metrics["entropy"]) - np.log(3.0)) < 0.05
+    obs = jax.tree.map(lambda x: x[None], env.reset(jax.random.key(1), params)[0])
+    chosen, _ = algo.act(state, obs, None, jnp.ones((1,), bool), jax.random.key(2))
+    assert np.take_along_axis(np.asarray(obs["action_mask"][0]), chosen[0][:, None], -1).all()
 
 
 # ----------------------------------------------------------------------------- algorithms
@@ -241,3 +313,32 @@ def test_mappo_trains_on_jaxmarl_smax_through_the_adapter():
     )
     last = result.metrics[-1]
     assert np.isfinite(last["loss"]).all() and (np.asarray(last["episodes"]) > 0).all()
+
+
+@pytest.mark.optional
+@pytest.mark.parametrize("name", ["ippo", "mappo"])
+def test_smax_scenario_from_the_cli_acts_within_its_action_masks(name, tmp_path, monkeypatch):
+    """`jaxrl train NAME --env jaxmarl:SMAX-3m` trains (the scenario chosen by id); the
+    rollouts' actions are all legal under SMAX's `get_avail_actions` (shooting only units
+    in range); an unknown scenario fails before anything is built, listing the others."""
+    pytest.importorskip("jaxmarl")
+    monkeypatch.chdir(tmp_path)
+    args = ["train", name, "--env", "jaxmarl:SMAX-3m", "--total-steps", "256", "--num-envs", "4"]
+    assert cli.main([*args, "--num-steps", "32", "--num-minibatches", "2", "--no-progress"]) == 0
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert run_dir.name.startswith(f"{name}-jaxmarl-SMAX-3m-")
+    assert np.isfinite(summary["final_return_mean"])
+    algo = make_smax(name)
+    state = algo.init(jax.random.key(0), algo.hyperparams())
+    _, samples, *_ = jax.jit(algo._rollout)(state)
+    mask, action = np.asarray(samples.action_mask), np.asarray(samples.action)
+    assert mask.shape == (16, 4, 3, 8)  # 3 allies: 5 moves (stop included), 3 enemies to shoot
+    assert not mask.all() and np.take_along_axis(mask, action[..., None], -1).all()
+    with pytest.raises(ValueError, match=r"Unknown SMAX scenario 'SMAX-4m'.*'SMAX-3m'"):
+        envs.make("jaxmarl:SMAX-4m")
+
+
+def make_smax(name: str):
+    config = jaxrl.make_config(name, "jaxmarl:SMAX-3m", **PPO_TINY)
+    return algorithms.get(name).make(config)
