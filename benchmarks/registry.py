@@ -547,6 +547,18 @@ ENTRIES: tuple[Entry, ...] = (
         "random-policy steps per second of the suite adapters against the suites' own "
         "auto-resetting programs, vmapped copies (needs the suites installed)",
     ),
+    # Issue 35's side-by-side: IPPO on simple_spread at 2M steps and 5 seeds against
+    # JaxMARL's own baselines/IPPO/ippo_ff_mpe.py (a checkout of its repository in
+    # JAXMARL_REPO; its venv benchmarks/.venvs/jaxmarl). Not measured yet.
+    _speed(
+        "marl_throughput",
+        "marl_throughput.py",
+        "ippo",
+        "JaxMARL's baselines/IPPO/ippo_ff_mpe.py (its repository, jaxmarl 0.2.0), same steps "
+        "and seeds",
+        "IPPO on MPE simple_spread, 2M steps x 5 seeds: final return per agent and "
+        "environment steps per second of training, jaxrl and JaxMARL side by side",
+    ),
     _speed(
         "offpolicy_throughput",
         "offpolicy_throughput.py",
