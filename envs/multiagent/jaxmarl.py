@@ -95,7 +95,6 @@ def available_ids() -> list[str]:
     return sorted(_import_jaxmarl().registered_envs) + smax_ids()
 
 
-
 def _build(env_id: str, overrides: dict[str, Any]) -> Any:
     """JaxMARL's environment for `env_id` (a registered id or `SMAX-<map>`)."""
     jaxmarl = _import_jaxmarl()
