@@ -5,7 +5,11 @@
   (`envs/multiagent/core.py`) whose agents take Discrete actions, before anything is
   built, and its agent and action counts;
 * `action_mask`: the legal actions of an observation (`obs["action_mask"] (..., N, A)`,
-  which environments such as SMAX add; None when the environment has none).
+  which environments such as SMAX add; None when the environment has none);
+* `legal_q_values` and `legal_epsilon_greedy`: Q-learning within the legal actions
+  (PQN-VDN): the greedy action and the bootstrap's max over legal actions only, and
+  exploration uniform over them. (IPPO and MAPPO mask their policy's logits instead:
+  `jaxrl.nn.Categorical.masked`.)
 
 Their rollouts are `jaxrl.rollout.rollout` over `rollout.EnvLoop`s; the networks for N
 agents are `jaxrl.nn.multiagent`'s.
@@ -16,11 +20,13 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 
 from jaxrl import config as cfg
-from jaxrl import envs
+from jaxrl import envs, prng
+from jaxrl.algorithms.qlearning import epsilon_greedy
 
-__all__ = ["action_mask", "discrete_agents"]
+__all__ = ["action_mask", "discrete_agents", "legal_epsilon_greedy", "legal_q_values"]
 
 
 def discrete_agents(algorithm: str, config: Any, env: Any, env_params: Any) -> tuple[int, int]:
@@ -45,3 +51,27 @@ def discrete_agents(algorithm: str, config: Any, env: Any, env_params: Any) -> t
 def action_mask(obs: dict[str, Any]) -> jax.Array | None:
     """The observation's legal actions `(..., N, A)` bool, or None without a mask."""
     return obs.get("action_mask")
+
+
+def legal_q_values(q_values: jax.Array, mask: jax.Array | None) -> jax.Array:
+    """`q_values (..., A)` with every illegal action's value the dtype's most negative
+    finite number, so `max` and `argmax` are over the legal actions (purejaxql's PQN-VDN
+    on SMAX); unchanged without a mask."""
+    if mask is None:
+        return q_values
+    return jnp.where(mask, q_values, jnp.finfo(q_values.dtype).min)
+
+
+def legal_epsilon_greedy(
+    key: jax.Array, q_values: jax.Array, epsilon: jax.Array | float, mask: jax.Array | None
+) -> jax.Array:
+    """Epsilon-greedy within the legal actions: with probability `epsilon` an action drawn
+    uniformly from the legal ones (the argmax of uniform noise over them), else the legal
+    action of highest value. Without a mask it is `qlearning.epsilon_greedy` itself."""
+    if mask is None:
+        return epsilon_greedy(key, q_values, epsilon)
+    k_explore, k_action = prng.split(key)
+    greedy = jnp.argmax(legal_q_values(q_values, mask), axis=-1).astype(jnp.int32)
+    noise = jnp.where(mask, prng.uniform(k_action, q_values.shape), -1.0)
+    random = jnp.argmax(noise, axis=-1).astype(jnp.int32)
+    return jnp.where(prng.uniform(k_explore, greedy.shape) < epsilon, random, greedy)

@@ -1,10 +1,11 @@
 """IPPO, MAPPO and PQN-VDN (`jaxrl/algorithms/{ippo,mappo,pqn_vdn}`, on the shared
 `multiagent_ppo.py`, `jaxrl/nn/multiagent.py` and `jaxrl/losses.py`): the losses against
 hand-computed values, the per-agent networks (shared with ids, separate), action masks
-(the masked categorical by hand; IPPO and MAPPO acting and learning within a mask), each
+(the masked categorical and legal epsilon-greedy by hand; IPPO, MAPPO and PQN-VDN acting
+and learning within a mask), each
 algorithm and variant through the driver with exact resume, sweeps, the CLI with `jaxrl
-eval`, and bad configs; with `-m optional` (jaxmarl installed) MAPPO and IPPO on SMAX
-scenarios through the adapter and the CLI. Learning on SimpleSpread-MPE:
+eval`, and bad configs; with `-m optional` (jaxmarl installed) IPPO, MAPPO and PQN-VDN
+on SMAX scenarios through the adapter and the CLI, within SMAX's legal actions. Learning on SimpleSpread-MPE:
 test_multiagent_learning.py (slow)."""
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import jaxrl
 from jaxrl import algorithms, cli, envs
 from jaxrl.algorithms.ippo import ippo_loss
 from jaxrl.algorithms.mappo import mappo_loss
+from jaxrl.algorithms.multiagent_common import legal_epsilon_greedy, legal_q_values
 from jaxrl.algorithms.pqn_vdn import max_q_total, q_total, vdn_td_loss
+from jaxrl.algorithms.qlearning import epsilon_greedy
 from jaxrl.config import ConfigError
 from jaxrl.envs.multiagent import SimpleSpread
 from jaxrl.nn import Categorical
@@ -198,6 +201,40 @@ def test_ippo_and_mappo_act_and_learn_within_the_action_mask(name):
     assert np.take_along_axis(np.asarray(obs["action_mask"][0]), chosen[0][:, None], -1).all()
 
 
+def test_q_learning_within_the_legal_actions_by_hand():
+    """PQN-VDN's greedy action and bootstrap max are over the legal actions; exploring, it
+    draws uniformly from them; without a mask it is plain epsilon-greedy."""
+    q = jnp.array([[5.0, 1.0, 3.0, 2.0]] * 4000)
+    mask = jnp.array([False, True, True, True])
+    np.testing.assert_array_equal(legal_q_values(q, mask).max(-1), 3.0)
+    key = jax.random.key(0)
+    np.testing.assert_array_equal(legal_epsilon_greedy(key, q, 0.0, mask), 2)
+    counts = np.bincount(np.asarray(legal_epsilon_greedy(key, q, 1.0, mask)), minlength=4)
+    assert counts[0] == 0 and np.allclose(counts[1:] / 4000, 1 / 3, atol=0.03)
+    np.testing.assert_array_equal(
+        legal_epsilon_greedy(key, q, 0.3, None), epsilon_greedy(key, q, 0.3)
+    )
+
+
+def test_pqn_vdn_acts_and_learns_within_the_action_mask():
+    env = MaskedSpread()
+    params = env.default_params
+    config = jaxrl.make_config("pqn-vdn", "SimpleSpread-MPE", eps_end=1.0, **VDN_TINY)
+    algo = algorithms.get("pqn-vdn").algorithm(config, env, params)
+    state = algo.init(jax.random.key(0), algo.hyperparams())
+    obs = jax.tree.map(lambda x: x[None], env.reset(jax.random.key(1), params)[0])
+    obs = jax.tree.map(lambda x: jnp.repeat(x, 64, axis=0), obs)  # 64 copies, same mask
+    reset = jnp.ones((64,), bool)
+    for deterministic in (True, False):  # greedy, and uniform over the legal actions
+        chosen, _ = algo.act(state, obs, None, reset, jax.random.key(2), deterministic)
+        legal = np.take_along_axis(
+            np.asarray(obs["action_mask"]), np.asarray(chosen)[..., None], -1
+        )
+        assert legal.all()
+    _, metrics = jax.jit(algo.update)(state)
+    assert np.isfinite(metrics["loss"]) and np.isfinite(metrics["q_mean"])
+
+
 # ----------------------------------------------------------------------------- algorithms
 CASES = {
     "ippo": ("ippo", PPO_TINY),
@@ -342,3 +379,18 @@ def test_smax_scenario_from_the_cli_acts_within_its_action_masks(name, tmp_path,
 def make_smax(name: str):
     config = jaxrl.make_config(name, "jaxmarl:SMAX-3m", **PPO_TINY)
     return algorithms.get(name).make(config)
+
+
+@pytest.mark.optional
+def test_pqn_vdn_trains_on_a_smax_scenario_within_its_action_masks():
+    pytest.importorskip("jaxmarl")
+    result = jaxrl.train(
+        "pqn-vdn", env="jaxmarl:SMAX-3m", num_seeds=1, progress=False, eps_end=1.0, **VDN_TINY
+    )
+    assert np.isfinite(result.metrics[-1]["loss"]).all()
+    algo, state = result.algorithm, jax.tree.map(lambda x: x[0], result.state)
+    env, params = algo.env, algo.env_params
+    obs, _ = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(jax.random.key(1), 32), params)
+    chosen, _ = algo.act(state, obs, None, jnp.ones((32,), bool), jax.random.key(2), False)
+    mask = np.asarray(obs["action_mask"])
+    assert not mask.all() and np.take_along_axis(mask, np.asarray(chosen)[..., None], -1).all()

@@ -8,8 +8,11 @@ computes Peng's Q(lambda) targets of the team reward (`acting.team_reward`: the 
 the agents' rewards) with the max of `Q_tot = sum_i Q_i` as bootstrap
 (`jaxrl.returns.q_lambda_targets`); then runs `num_epochs` epochs of
 `num_minibatches` minibatch steps on VDN's TD loss (`losses.py`). No replay buffer,
-no target network, as PQN (Gallici et al. 2024). Exploration comes from
-`jaxrl/algorithms/qlearning.py`, shared with PQN, DQN and C51.
+no target network, as PQN (Gallici et al. 2024). The fields, optimiser, epsilon
+schedule, Q(lambda) bootstrap and TD epochs are PQN's (`jaxrl/algorithms/pqn_common.py`);
+exploration is `qlearning.py`'s epsilon-greedy, within the legal actions where the
+environment has an action mask (`multiagent_common.legal_epsilon_greedy`; the greedy
+action and the bootstrap's max too).
 """
 
 from __future__ import annotations
@@ -22,14 +25,18 @@ from flax import struct
 
 from jaxrl import acting, prng, rollout
 from jaxrl import config as cfg
-from jaxrl.algorithms.multiagent_common import discrete_agents
+from jaxrl.algorithms.multiagent_common import (
+    action_mask,
+    discrete_agents,
+    legal_epsilon_greedy,
+    legal_q_values,
+)
 from jaxrl.algorithms.pqn_common import (
     ParallelQLearner,
     next_max_q,
     td_epochs,
     time_limits_as_terminal,
 )
-from jaxrl.algorithms.qlearning import epsilon_greedy
 from jaxrl.nn.multiagent import AgentNetwork
 from jaxrl.nn.qnetwork import QNetwork
 from jaxrl.returns import q_lambda_targets
@@ -95,10 +102,10 @@ class PQNVDN(ParallelQLearner, EnvironmentAlgorithm):
 
     def act(self, state: PQNVDNState, obs, carry, reset, key, deterministic: bool = True):
         """Every agent's action `(B, N)`: greedy, or epsilon-greedy with `eps_end`."""
-        q_values = self.network.apply(state.params, obs["agents"])
+        q_values, mask = self.network.apply(state.params, obs["agents"]), action_mask(obs)
         if deterministic:
-            return jnp.argmax(q_values, axis=-1).astype(jnp.int32), carry
-        return epsilon_greedy(key, q_values, state.hparams.eps_end), carry
+            return jnp.argmax(legal_q_values(q_values, mask), axis=-1).astype(jnp.int32), carry
+        return legal_epsilon_greedy(key, q_values, state.hparams.eps_end, mask), carry
 
     def update(self, state: PQNVDNState) -> tuple[PQNVDNState, dict[str, jax.Array]]:
         """One iteration: epsilon-greedy rollout, Q(lambda) targets of the team reward on
@@ -107,9 +114,10 @@ class PQNVDN(ParallelQLearner, EnvironmentAlgorithm):
         epsilon = self.epsilon(state)
 
         def policy(_, obs, reset, key):
-            q_values = self.network.apply(state.params, obs["agents"])
-            action = epsilon_greedy(key, q_values, epsilon)
-            return None, rollout.PolicyStep(action, {"max_q": max_q_total(q_values, obs["alive"])})
+            q_values, mask = self.network.apply(state.params, obs["agents"]), action_mask(obs)
+            action = legal_epsilon_greedy(key, q_values, epsilon, mask)
+            max_q = max_q_total(legal_q_values(q_values, mask), obs["alive"])
+            return None, rollout.PolicyStep(action, {"max_q": max_q})
 
         keep_final = (lambda _, final: final) if c.bootstrap_truncation else None
         loop, _, key, traj = rollout.rollout(
@@ -130,7 +138,10 @@ class PQNVDN(ParallelQLearner, EnvironmentAlgorithm):
             *parts,
             jax.tree.map(lambda x: x[None], loop.obs),
         )
-        max_after = max_q_total(self.network.apply(state.params, after["agents"]), after["alive"])
+        q_after = legal_q_values(
+            self.network.apply(state.params, after["agents"]), action_mask(after)
+        )
+        max_after = max_q_total(q_after, after["alive"])
         terminated, truncated = time_limits_as_terminal(
             traj.terminated, traj.truncated, c.bootstrap_truncation
         )
