@@ -5,8 +5,8 @@ hand-computed values, the per-agent networks (shared with ids, separate), action
 and learning within a mask), each
 algorithm and variant through the driver with exact resume, sweeps, the CLI with `jaxrl
 eval`, and bad configs; with `-m optional` (jaxmarl installed) IPPO, MAPPO and PQN-VDN
-on SMAX scenarios through the adapter and the CLI, within SMAX's legal actions. Learning on SimpleSpread-MPE:
-test_multiagent_learning.py (slow)."""
+on SMAX scenarios through the adapter and the CLI, within SMAX's legal actions.
+Learning on SimpleSpread-MPE: test_multiagent_learning.py (slow)."""
 
 from __future__ import annotations
 
