@@ -8,7 +8,7 @@ libraries; the table shows medians and the ratio jaxrl / peer per group; the
 results file records the exact command, the date and the load average. This
 module holds those pieces once:
 
-* `PEER_REQUIREMENTS` and `ensure_peer`: the peers' venvs (rejax, sbx, sb3);
+* `PEER_REQUIREMENTS` and `ensure_peer`: the peers' venvs (rejax, sbx, sb3, jaxmarl);
 * `run_worker`: one worker process, its JSON line parsed (optionally on one core,
   `one_core`);
 * `Recorder`: collects a benchmark's runs, prints one line per run and keeps an
@@ -53,7 +53,21 @@ SBX_REQUIREMENTS = [
     "torch==2.13.0",
     "gymnasium",
 ]
-PEER_REQUIREMENTS = {"rejax": REJAX_REQUIREMENTS, "sb3": SB3_REQUIREMENTS, "sbx": SBX_REQUIREMENTS}
+# JaxMARL's baselines (benchmarks/marl_throughput.py) run from a checkout of its repository
+# on the jaxmarl package; its IPPO uses distrax, its config is yaml.
+JAXMARL_REQUIREMENTS = [
+    "jaxmarl==0.2.0",
+    "distrax==0.1.9",
+    "pyyaml",
+    "jax==0.10.2",
+    "jaxlib==0.10.2",
+]
+PEER_REQUIREMENTS = {
+    "rejax": REJAX_REQUIREMENTS,
+    "sb3": SB3_REQUIREMENTS,
+    "sbx": SBX_REQUIREMENTS,
+    "jaxmarl": JAXMARL_REQUIREMENTS,
+}
 
 # Display names of the libraries that train one seed per process (no vectorisation).
 _PER_PROCESS_NAMES = {"sb3": "SB3", "sbx": "sbx"}

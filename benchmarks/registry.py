@@ -66,6 +66,7 @@ class Entry:
     test: str | None = None  # the test asserting a threshold on this configuration
     family: str | None = None  # README's row / the figure it belongs to
     label: str | None = None  # how a table names it (default: the environment)
+    extra: str | None = None  # the optional extra (pyproject) it needs; checked before it runs
 
 
 def _env(
@@ -255,6 +256,18 @@ ENTRIES: tuple[Entry, ...] = (
         5,
         "full",
         "test_multiagent_learning.py",
+    ),
+    # MAPPO against IPPO on SMAX's 3m (issue 35: MAPPO above IPPO or level with it), each
+    # with its preset (JaxMARL's SMAX baseline settings for it, recurrent actors, 64
+    # environments) at 2M steps per seed; the jaxmarl extra (run reproduce with a Python
+    # that has it). Not measured yet.
+    *(
+        dataclasses.replace(
+            _env(f"{algorithm}_smax_3m", algorithm, "jaxmarl:SMAX-3m", 5, 40, "full"),
+            extra="jaxmarl",
+            label="SMAX 3m (jaxmarl)",
+        )
+        for algorithm in ("ippo", "mappo")
     ),
     # --- continuous off-policy: the preset (12k steps)
     _env("sac_pendulum", "sac", "Pendulum-v1", 5, 1.5, "ci", "test_continuous_learning.py"),
@@ -550,6 +563,18 @@ ENTRIES: tuple[Entry, ...] = (
         "each suite's own stepping (Craftax, Jumanji, XLand-MiniGrid, pgx, MuJoCo Playground)",
         "random-policy steps per second of the suite adapters against the suites' own "
         "auto-resetting programs, vmapped copies (needs the suites installed)",
+    ),
+    # Issue 35's side-by-side: IPPO on simple_spread at 2M steps and 5 seeds against
+    # JaxMARL's own baselines/IPPO/ippo_ff_mpe.py (a checkout of its repository in
+    # JAXMARL_REPO; its venv benchmarks/.venvs/jaxmarl). Not measured yet.
+    _speed(
+        "marl_throughput",
+        "marl_throughput.py",
+        "ippo",
+        "JaxMARL's baselines/IPPO/ippo_ff_mpe.py (its repository, jaxmarl 0.2.0), same steps "
+        "and seeds",
+        "IPPO on MPE simple_spread, 2M steps x 5 seeds: final return per agent and "
+        "environment steps per second of training, jaxrl and JaxMARL side by side",
     ),
     _speed(
         "offpolicy_throughput",

@@ -321,6 +321,21 @@ PLAN_CANARY_NOTE = (
 )
 
 
+def missing_extra(entry: registry.Entry) -> str | None:
+    """One line naming the optional extra `entry` needs and this Python lacks; None when
+    it needs none or has it."""
+    if entry.extra is None:
+        return None
+    import importlib.util
+
+    if importlib.util.find_spec(entry.extra) is not None:
+        return None
+    return (
+        f"{entry.name} needs the {entry.extra} extra: run `python -m benchmarks.reproduce "
+        f"--only {entry.name}` with a Python that has it (pip install 'jaxrl[{entry.extra}]')"
+    )
+
+
 def measure(entry: registry.Entry) -> dict[str, Any]:
     """Runs `entry` and returns its results file's content (not yet written)."""
     record: dict[str, Any] = {
@@ -400,6 +415,10 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
         entries = [registry.get(n) for n in args.only]
+        missing = [line for line in map(missing_extra, entries) if line]
+        if missing:  # before anything runs
+            print(missing[0], file=sys.stderr)
+            return 2
     else:
         entries = registry.tier(args.tier)
     minutes = sum(e.minutes for e in entries)
@@ -411,6 +430,10 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
             flush=True,
         )
+    if args.tier:  # a tier runs what this Python can, and says what it skips
+        for line in filter(None, map(missing_extra, entries)):
+            print(f"skipped: {line}", file=sys.stderr, flush=True)
+        entries = [e for e in entries if missing_extra(e) is None]
     for entry in entries:
         load = os.getloadavg()[0]
         note = f" (loaded: load average {load:.2f} > {QUIET_LOAD})" if load > QUIET_LOAD else ""

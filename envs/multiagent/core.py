@@ -5,7 +5,8 @@ the single-agent contract gives: pure `reset`/`step`, time-limit truncation sepa
 from termination, auto-reset and `info["final_observation"]`. What changes is the
 shape of what flows through it, for `N = num_agents` agents:
 
-    obs = {"agents": (N, *obs_shape), "state": (*state_shape,), "alive": (N,) bool}
+    obs = {"agents": (N, *obs_shape), "state": (*state_shape,), "alive": (N,) bool,
+           "action_mask": (N, A) bool}         (the mask only where the environment has one)
     action: (N, *action_shape)                 one action per agent, stacked
     reward: (N,) float32                       one reward per agent
     terminated, truncated: () bool             the episode ended (auto-reset follows)
@@ -17,6 +18,12 @@ shape of what flows through it, for `N = num_agents` agents:
   ignored, its rewards are 0, and learners mask it out. Agent i's own trajectory
   ended in a terminal state on step t when it was alive in `obs_t` and is not in
   `info["final_observation"]` (see `agent_left`).
+* `obs["action_mask"][i, a]` (optional: environments with `has_action_mask`, Discrete
+  agents only) says whether action a is legal for agent i on this observation (SMAX's
+  `get_avail_actions`: a unit cannot shoot an enemy out of range). Every agent has at
+  least one legal action (one that left the episode keeps a no-op). Learners that read
+  it choose among the legal actions only (IPPO and MAPPO: `jaxrl.nn.Categorical.masked`);
+  an action outside the mask is the environment's to handle (SMAX ignores it).
 * `terminated` / `truncated` are about the episode, as in the single-agent contract:
   `step` auto-resets when either is true. A per-agent done would make the episode's
   end ambiguous (JaxMARL marks it with an extra `"__all__"` key); with one episode
@@ -57,6 +64,8 @@ class MultiAgentEnvironment(Environment):
 
     multi_agent = True
     num_agents: int = 1
+    # Whether observations carry `"action_mask"` (N, num_actions): the legal actions.
+    has_action_mask: bool = False
 
     @property
     def agent_names(self) -> tuple[str, ...]:
@@ -79,13 +88,15 @@ class MultiAgentEnvironment(Environment):
     # ------------------------------------------------------ stacked spaces (derived)
     def observation_space(self, params: Any) -> spaces.Dict:
         agent = self.agent_observation_space(params)
-        return spaces.Dict(
-            {
-                "agents": _stack_box(agent, self.num_agents),
-                "state": self.state_space(params),
-                "alive": spaces.Box(False, True, (self.num_agents,), jnp.bool_),
-            }
-        )
+        entries = {
+            "agents": _stack_box(agent, self.num_agents),
+            "state": self.state_space(params),
+            "alive": spaces.Box(False, True, (self.num_agents,), jnp.bool_),
+        }
+        if self.has_action_mask:
+            shape = (self.num_agents, self.agent_action_space(params).n)
+            entries["action_mask"] = spaces.Box(False, True, shape, jnp.bool_)
+        return spaces.Dict(entries)
 
     def action_space(self, params: Any) -> spaces.Box:
         """`num_agents` stacked actions: a Box of integers for Discrete agents."""

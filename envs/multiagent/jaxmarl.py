@@ -19,11 +19,19 @@ environment steps like a built-in one:
 * the global state is the environment's `get_global_state`/`get_world_state` when it
   has one, else every agent's (padded) observation concatenated, as JaxMARL's MAPPO
   baselines build it for MPE;
+* an environment with legal actions (one that implements JaxMARL's
+  `get_avail_actions`, as SMAX does) passes them on as `obs["action_mask"] (N, A)`
+  bool (`has_action_mask`; the contract's optional mask), which IPPO and MAPPO act and
+  learn on (an action outside it is one SMAX ignores);
 * `max_steps_in_episode` (ours) defaults to one step past JaxMARL's own `max_steps`, a
   guard that JaxMARL's own episode end comes first.
 
-Action masks (SMAX's `get_avail_actions`) are not passed on yet: a policy may choose an
-unavailable action, which SMAX treats as a no-op.
+**SMAX scenarios by id**: `"SMAX-<map>"` (e.g. `jaxmarl:SMAX-3m`, `SMAX-2s3z`; `ids()`
+lists them) is JaxMARL's `HeuristicEnemySMAX` on the map's scenario
+(`map_name_to_scenario`) with the keywords of JaxMARL's SMAX baselines (`SMAX_KWARGS`:
+enemies see actions, walls kill, the heuristic enemy attacks the closest unit); further
+keywords to `envs.make` override them. JaxMARL's own ids (`SMAX`, `HeuristicEnemySMAX`)
+build its defaults as before. An unknown map lists the available ones.
 """
 
 from __future__ import annotations
@@ -67,25 +75,66 @@ def _import_jaxmarl() -> Any:
         ) from None
 
 
+# `SMAX-<map>`: JaxMARL's SMAX against its heuristic enemy, with the environment keywords
+# of JaxMARL's SMAX baselines (`baselines/MAPPO/config/mappo_homogenous_rnn_smax.yaml`,
+# `baselines/IPPO/config/ippo_rnn_smax.yaml`).
+SMAX_PREFIX = "SMAX-"
+SMAX_KWARGS = {"see_enemy_actions": True, "walls_cause_death": True, "attack_mode": "closest"}
+
+
+def smax_ids() -> list[str]:
+    """`SMAX-<map>` for every SMAX map JaxMARL knows (needs jaxmarl)."""
+    _import_jaxmarl()
+    from jaxmarl.environments.smax.smax_env import MAP_NAME_TO_SCENARIO
+
+    return [SMAX_PREFIX + name for name in MAP_NAME_TO_SCENARIO]
+
+
 def available_ids() -> list[str]:
-    """JaxMARL's registered environment ids (needs jaxmarl)."""
-    return sorted(_import_jaxmarl().registered_envs)
+    """JaxMARL's registered environment ids and the SMAX scenario ids (needs jaxmarl)."""
+    return sorted(_import_jaxmarl().registered_envs) + smax_ids()
+
+
+def _build(env_id: str, overrides: dict[str, Any]) -> Any:
+    """JaxMARL's environment for `env_id` (a registered id or `SMAX-<map>`)."""
+    jaxmarl = _import_jaxmarl()
+    if env_id.startswith(SMAX_PREFIX) and env_id not in jaxmarl.registered_envs:
+        scenarios = smax_ids()
+        if env_id not in scenarios:
+            raise ValueError(f"Unknown SMAX scenario {env_id!r}; available: {scenarios}")
+        from jaxmarl.environments.smax import map_name_to_scenario
+
+        scenario = map_name_to_scenario(env_id[len(SMAX_PREFIX) :])
+        return jaxmarl.make("HeuristicEnemySMAX", scenario=scenario, **{**SMAX_KWARGS, **overrides})
+    registered = sorted(jaxmarl.registered_envs)
+    if env_id not in registered:
+        raise ValueError(
+            f"Unknown JaxMARL environment id {env_id!r}; available: {registered} and the SMAX "
+            f"scenarios {smax_ids()}"
+        )
+    return jaxmarl.make(env_id, **overrides)
 
 
 def make(env_id: str, **overrides: Any) -> tuple[JaxMARLEnv, JaxMARLParams]:
     """`envs.make("jaxmarl:<env_id>")`: overrides are JaxMARL's constructor keywords, except
-    `max_steps_in_episode` (ours). Unknown ids list JaxMARL's."""
-    jaxmarl = _import_jaxmarl()
-    ids = sorted(jaxmarl.registered_envs)
-    if env_id not in ids:
-        raise ValueError(f"Unknown JaxMARL environment id {env_id!r}; available: {ids}")
+    `max_steps_in_episode` (ours). `SMAX-<map>` builds a SMAX scenario (module docstring).
+    Unknown ids list JaxMARL's and the scenarios."""
     max_steps = overrides.pop("max_steps_in_episode", None)
-    env = JaxMARLEnv(jaxmarl.make(env_id, **overrides), env_id)
+    env = JaxMARLEnv(_build(env_id, overrides), env_id)
     if max_steps is None:
         max_steps = int(getattr(env.inner, "max_steps", 999)) + 1
     params = JaxMARLParams(max_steps_in_episode=int(max_steps))
     params.validate()
     return env, params
+
+
+def _implements(inner: Any, method: str) -> bool:
+    """Whether JaxMARL's environment overrides `method` of its `MultiAgentEnv` base (whose
+    version raises NotImplementedError)."""
+    from jaxmarl.environments.multi_agent_env import MultiAgentEnv
+
+    own = getattr(type(inner), method, None)
+    return own is not None and own is not getattr(MultiAgentEnv, method, None)
 
 
 def _space(space: Any) -> spaces.Space:
@@ -116,6 +165,9 @@ class JaxMARLEnv(MultiAgentEnvironment):
                 "need one action space"
             )
         self._action_space = actions[0]
+        self.has_action_mask = isinstance(self._action_space, spaces.Discrete) and _implements(
+            inner, "get_avail_actions"
+        )
         self._global = next(
             (
                 getattr(inner, m)
@@ -168,7 +220,13 @@ class JaxMARLEnv(MultiAgentEnvironment):
         return inner, self._stack_obs(obs)
 
     def _observation(self, inner: Any, agents: jax.Array, alive: jax.Array) -> dict[str, Any]:
-        return {"agents": agents, "state": self._state_vector(inner, agents), "alive": alive}
+        obs = {"agents": agents, "state": self._state_vector(inner, agents), "alive": alive}
+        if self.has_action_mask:  # JaxMARL's 0/1 per agent -> (N, A) bool
+            legal = self.inner.get_avail_actions(inner)
+            obs["action_mask"] = from_dict(
+                {a: jnp.asarray(legal[a]) != 0 for a in self._names}, self._names
+            )
+        return obs
 
     # ------------------------------------------------------------------ dynamics
     def reset_env(self, key: jax.Array, params: Any):

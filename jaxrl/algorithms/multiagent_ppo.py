@@ -11,21 +11,25 @@ config, presets and `centralised_critic`, and `MultiAgentPPO` here is the rest:
   actions and rewards `(N,)`); the actor runs for all N agents at once
   (`jaxrl.nn.multiagent.AgentNetwork`: shared parameters with one-hot agent ids, or
   separate parameters per agent; feed-forward, or a GRU whose carry `(num_envs, N, H)`
-  restarts with the episode);
+  restarts with the episode); where the observation has an action mask (SMAX's legal
+  actions) the policy is the softmax over the legal actions only, when acting and in the
+  loss (`jaxrl.nn.Categorical.masked`, MAPPO's action masking);
 * **values**: one batched critic pass after the rollout over every observation, every
   final observation (the truncation bootstrap, Pardo et al. 2018) and the last one;
 * **advantages**: GAE (`jaxrl.returns.gae`) per agent on `(T, num_envs, N)`; an agent's
   trajectory ends where the episode does or where the agent leaves
   (`envs.multiagent.agent_left`);
-* **learning**: `jaxrl.minibatches.run_epochs` over rows of all N agents (a step of one
-  environment, or with a GRU one environment's whole sequence), the loss
+* **learning**: PPO's epochs of minibatch steps (`ppo_common.ppo_epochs`, PPO's own) over
+  rows of all N agents (a step of one environment, or with a GRU one environment's whole
+  sequence), the loss
   `jaxrl.losses.agent_ppo_loss` averaged over the agents alive (IPPO's and MAPPO's
   `losses.py` name it and give its formula).
 
 Recurrent policies put the GRU in the actor only; the critic stays feed-forward (on the
 global state MAPPO's critic needs no memory in fully observed tasks; IPPO's reads the
-agent's observation). What does not live here: the losses (`jaxrl/losses.py`), the
-networks (`jaxrl/nn/multiagent.py`), the environments.
+agent's observation). What does not live here: the fields and the update PPO shares
+(`ppo_common.py`), the losses (`jaxrl/losses.py`), the networks
+(`jaxrl/nn/multiagent.py`), the environments.
 """
 
 from __future__ import annotations
@@ -38,33 +42,30 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxrl import acting, envs, prng, rollout
+from jaxrl import acting, prng, rollout
 from jaxrl import config as cfg
+from jaxrl.algorithms.multiagent_common import action_mask, discrete_agents
+from jaxrl.algorithms.ppo_common import (
+    SWEEPABLE,
+    PPOFields,
+    learning_rows,
+    ppo_epochs,
+    ppo_optimizer,
+)
 from jaxrl.envs.multiagent import agent_left
 from jaxrl.losses import agent_ppo_loss
-from jaxrl.minibatches import run_epochs
 from jaxrl.nn.multiagent import PARAMETER_SHARING, Actor, AgentNetwork, Critic
 from jaxrl.returns import bootstrap_truncated_rewards, gae
 from jaxrl.training.contract import EnvironmentAlgorithm
+from jaxrl.updates import annealed_lr_scale
 
 __all__ = ["SWEEPABLE", "MultiAgentPPO", "MultiAgentPPOConfig", "MultiAgentPPOState"]
 
-# Numeric hyperparameters that may differ across a vmapped sweep (float32 state leaves).
-SWEEPABLE = (
-    "lr",
-    "gamma",
-    "gae_lambda",
-    "clip_eps",
-    "vf_clip_eps",
-    "ent_coef",
-    "vf_coef",
-    "max_grad_norm",
-)
-
 
 @dataclasses.dataclass(frozen=True)
-class MultiAgentPPOConfig:
-    """PPO for N agents (the fields IPPO and MAPPO share).
+class MultiAgentPPOConfig(PPOFields):
+    """PPO for N agents (the fields IPPO and MAPPO share): PPO's (`PPOFields`) with their
+    multi-agent meaning, and parameter sharing.
 
     Defaults are JaxMARL's `ippo_ff_mpe.yaml` (except the budget and the agent ids of
     parameter sharing). One update collects `num_envs * num_steps` environment steps
@@ -78,93 +79,20 @@ class MultiAgentPPOConfig:
     """Environment steps per run (all agents act in one step; whole updates)."""
     num_envs: int = 16
     """Environments stepped in parallel (vmap) per run."""
-    num_steps: int = 128
-    """Rollout length per environment and update."""
-    update_epochs: int = 4
-    """Passes over each rollout."""
-    num_minibatches: int = 4
-    """Minibatches (gradient steps) per epoch."""
-    lr: float = 2.5e-4
-    """Adam learning rate."""
-    anneal_lr: bool = True
-    """Anneal the learning rate linearly to 0 over the run."""
-    gamma: float = 0.99
-    """Discount factor."""
-    gae_lambda: float = 0.95
-    """GAE lambda (Schulman et al. 2016)."""
-    clip_eps: float = 0.2
-    """Policy ratio clipping range."""
-    clip_value: bool = True
-    """Clip the value update around the rollout's values (as JaxMARL's baselines)."""
-    vf_clip_eps: float = 0.2
-    """Value clipping range (with clip_value)."""
-    ent_coef: float = 0.01
-    """Entropy bonus coefficient."""
-    vf_coef: float = 0.5
-    """Value loss coefficient."""
-    max_grad_norm: float = 0.5
-    """Gradients are rescaled to at most this global L2 norm."""
-    adam_eps: float = 1e-5
-    """Adam epsilon."""
     normalize_advantages: bool = True
     """Normalise advantages per minibatch over the agents alive (mean 0, std 1)."""
-    bootstrap_truncation: bool = True
-    """Bootstrap time-limit truncations from V(final observation); False: terminal, as
-    JaxMARL's baselines treat every episode end (MPE's episodes all end by time limit)."""
-    parameter_sharing: str = "shared"
-    """How agents get parameters: "shared" (one network, one-hot agent ids in its inputs) or
-    "separate" (one network per agent, on a leading agent axis)."""
-    hidden_sizes: tuple[int, ...] = (64, 64)
-    """Hidden layer sizes of the actor and of the critic MLP."""
-    activation: str = "tanh"
-    """Hidden activation: tanh, relu, gelu or silu."""
     recurrent: bool = False
     """Give the actor a GRU (partially observable tasks); the critic stays feed-forward."""
     rnn_hidden_size: int = 64
     """GRU state size (with recurrent)."""
-
-    @property
-    def batch_size(self) -> int:
-        return self.num_envs * self.num_steps
-
-    @property
-    def num_updates(self) -> int:
-        return self.total_steps // self.batch_size
+    parameter_sharing: str = "shared"
+    """How agents get parameters: "shared" (one network, one-hot agent ids in its inputs) or
+    "separate" (one network per agent, on a leading agent axis)."""
 
     def validate(self) -> MultiAgentPPOConfig:
         """Raises `ConfigError` naming the first invalid field; returns self."""
-        cfg.check_positive(self, "total_steps", "num_envs", "num_steps", "update_epochs")
-        cfg.check_positive(self, "num_minibatches", "lr", "max_grad_norm", "adam_eps")
-        cfg.check_positive(self, "clip_eps", "vf_clip_eps", "rnn_hidden_size")
-        cfg.check_range(self, "gamma", 0.0, 1.0)
-        cfg.check_range(self, "gae_lambda", 0.0, 1.0)
-        for name in ("ent_coef", "vf_coef"):
-            cfg.check(getattr(self, name) >= 0, name, getattr(self, name), ">= 0")
-        cfg.check_choice(self, "activation", ("tanh", "relu", "gelu", "silu"))
+        super().validate()
         cfg.check_choice(self, "parameter_sharing", PARAMETER_SHARING)
-        cfg.check(
-            len(self.hidden_sizes) > 0 and all(h > 0 for h in self.hidden_sizes),
-            "hidden_sizes",
-            self.hidden_sizes,
-            "a non-empty list of positive layer sizes",
-        )
-        cfg.check(
-            self.total_steps >= self.batch_size,
-            "total_steps",
-            self.total_steps,
-            f">= num_envs * num_steps = {self.batch_size} (one update)",
-        )
-        rows, what = (
-            (self.num_envs, "num_envs (recurrent minibatches split whole sequences)")
-            if self.recurrent
-            else (self.batch_size, "num_envs * num_steps")
-        )
-        cfg.check(
-            rows % self.num_minibatches == 0,
-            "num_minibatches",
-            self.num_minibatches,
-            f"a divisor of {what} = {rows}",
-        )
         return self
 
 
@@ -192,6 +120,7 @@ class Samples:
     log_prob: jax.Array
     value: jax.Array
     alive: jax.Array  # the agent acts at this step (learns from it)
+    action_mask: jax.Array | None = None  # (..., A) legal actions; None: all are legal
 
 
 class MultiAgentPPO(EnvironmentAlgorithm):
@@ -210,22 +139,9 @@ class MultiAgentPPO(EnvironmentAlgorithm):
         self.config, self.env, self.env_params = config.validate(), env, env_params
         self.steps_per_update = config.batch_size
         self.num_updates = config.num_updates
-        cfg.check(
-            getattr(env, "multi_agent", False),
-            "env",
-            config.env,
-            f"a multi-agent environment ({envs.registered(multi_agent=True)} or jaxmarl:<id>)",
-        )
-        space = env.agent_action_space(env_params)
-        cfg.check(
-            isinstance(space, envs.spaces.Discrete),
-            "env",
-            config.env,
-            f"an environment with Discrete agent actions ({self.name}), got {space!r}",
-        )
-        self.num_agents = int(env.num_agents)
+        self.num_agents, num_actions = discrete_agents(self.name, config, env, env_params)
         actor = Actor(
-            int(space.n),
+            num_actions,
             hidden_sizes=tuple(config.hidden_sizes),
             activation=config.activation,
             rnn_hidden_size=config.rnn_hidden_size if config.recurrent else 0,
@@ -259,21 +175,17 @@ class MultiAgentPPO(EnvironmentAlgorithm):
         flat = critic_in.reshape((-1,) + critic_in.shape[-2:])
         return self.critic.apply(params["critic"], flat).reshape(lead + (self.num_agents,))
 
-    def policy(self, params: Any, carry: Any, agent_obs: jax.Array, reset: jax.Array):
-        """The actor on one step: `agent_obs (B, N, F)`, `reset (B,)` -> `(carry, dist)`
-        with distributions over `(B, N)`."""
+    def policy(self, params: Any, carry: Any, obs: dict[str, jax.Array], reset: jax.Array):
+        """The actor on one step of stacked observations `obs` (`obs["agents"] (B, N, F)`),
+        `reset (B,)` -> `(carry, dist)` with distributions over `(B, N)`, over the legal
+        actions only when the observation has an action mask (`Categorical.masked`)."""
+        agent_obs = obs["agents"]
         carry, dist = self.actor.apply(params["actor"], carry, agent_obs[None], reset[None])
-        return carry, jax.tree.map(lambda x: x[0], dist)
+        return carry, jax.tree.map(lambda x: x[0], dist).masked(action_mask(obs))
 
     def _optimizer(self, hp: Any, lr_scale: jax.Array | float) -> optax.GradientTransformation:
-        # As PPO's: built from the (possibly traced) hyperparameters each update.
-        return optax.flatten(
-            optax.chain(
-                optax.clip_by_global_norm(hp.max_grad_norm),
-                optax.scale_by_adam(eps=self.config.adam_eps),
-                optax.scale(-hp.lr * lr_scale),
-            )
-        )
+        """Global-norm clipping, then Adam (`ppo_common.ppo_optimizer`, as PPO's)."""
+        return ppo_optimizer(hp, lr_scale, self.config.adam_eps)
 
     def _carry(self, batch: int) -> jax.Array | None:
         c = self.config
@@ -315,7 +227,7 @@ class MultiAgentPPO(EnvironmentAlgorithm):
 
     def act(self, state: MultiAgentPPOState, obs, carry, reset, key, deterministic: bool = True):
         """Every agent's action `(B, N)` for a batch of stacked observations."""
-        carry, dist = self.policy(state.params, carry, obs["agents"], reset)
+        carry, dist = self.policy(state.params, carry, obs, reset)
         return (dist.mode() if deterministic else dist.sample(key)), carry
 
     # ------------------------------------------------------------------ update
@@ -326,7 +238,7 @@ class MultiAgentPPO(EnvironmentAlgorithm):
         c = self.config
 
         def act(carry, obs, reset, key):
-            carry, dist = self.policy(state.params, carry, obs["agents"], reset)
+            carry, dist = self.policy(state.params, carry, obs, reset)
             action = dist.sample(key)
             return carry, rollout.PolicyStep(action, {"log_prob": dist.log_prob(action)})
 
@@ -362,6 +274,7 @@ class MultiAgentPPO(EnvironmentAlgorithm):
             log_prob=traj.extras["log_prob"],
             value=values[:t],
             alive=traj.obs["alive"],
+            action_mask=action_mask(traj.obs),
         )
         new_state = state.replace(envs=loop, rnn_carry=carry, key=key)
         return new_state, samples, traj, values, acting.episode_metrics(traj.finished)
@@ -384,37 +297,23 @@ class MultiAgentPPO(EnvironmentAlgorithm):
         done = terminated | truncated
         advantages, returns = gae(reward, samples.value, done, values[-1], hp.gamma, hp.gae_lambda)
 
-        lr_scale = 1.0 - state.update_step / c.num_updates if c.anneal_lr else 1.0
-        optimizer = self._optimizer(hp, lr_scale)
-        grad_fn = jax.value_and_grad(self._loss, has_aux=True)
-
-        def minibatch_step(carry, minibatch):
-            params, opt_state = carry
-            batch, adv, ret, init_carry = minibatch
-            if c.recurrent:  # sequences were shuffled environment-major
-                batch, adv, ret = jax.tree.map(_swap, (batch, adv, ret))
-            (_, stats), grads = grad_fn(params, hp, batch, adv, ret, init_carry)
-            updates, opt_state = optimizer.update(grads, opt_state, params)
-            return (optax.apply_updates(params, updates), opt_state), stats
-
-        if c.recurrent:  # rows are environments' whole sequences, time second
-            rows = (*jax.tree.map(_swap, (samples, advantages, returns)), start_carry)
-        else:  # rows are environment steps
-            flat = lambda x: x.reshape((c.batch_size,) + x.shape[2:])  # noqa: E731
-            rows = (*jax.tree.map(flat, (samples, advantages, returns)), None)
+        lr_scale = annealed_lr_scale(state.update_step, c.num_updates, c.anneal_lr)
         key, k_epochs = prng.split(state.key)
-        (params, opt_state), stats = run_epochs(
-            minibatch_step,
-            (state.params, state.opt_state),
-            rows,
+        params, opt_state, stats = ppo_epochs(
+            lambda params, *minibatch: self._loss(params, hp, *minibatch),
+            self._optimizer(hp, lr_scale),
+            state.params,
+            state.opt_state,
+            learning_rows(samples, advantages, returns, start_carry, sequences=c.recurrent),
             k_epochs,
             num_epochs=c.update_epochs,
             num_minibatches=c.num_minibatches,
+            sequences=c.recurrent,
         )
         state = state.replace(
             params=params, opt_state=opt_state, key=key, update_step=state.update_step + 1
         )
-        metrics = {**{k: v.mean() for k, v in stats.items()}, **metrics}
+        metrics = {**stats, **metrics}
         metrics["lr"] = hp.lr * lr_scale
         return state, metrics
 
@@ -426,6 +325,8 @@ class MultiAgentPPO(EnvironmentAlgorithm):
             reset = jnp.zeros(batch.obs.shape[:1], bool)
             _, dist = self.actor.apply(params["actor"], None, batch.obs[None], reset[None])
             dist = jax.tree.map(lambda x: x[0], dist)
+        # The ratio and the entropy over the legal actions, as when acting (MAPPO's masking).
+        dist = dist.masked(batch.action_mask)
         value = self.values(params, batch.critic_in)
         return agent_ppo_loss(
             dist.log_prob(batch.action),
@@ -443,8 +344,3 @@ class MultiAgentPPO(EnvironmentAlgorithm):
             clip_value=c.clip_value,
             normalize_advantages=c.normalize_advantages,
         )
-
-
-def _swap(x: jax.Array) -> jax.Array:
-    """`(T, B, ...) <-> (B, T, ...)`."""
-    return jnp.swapaxes(x, 0, 1)

@@ -44,6 +44,30 @@ class Categorical:
     def mode(self) -> jax.Array:
         return jnp.argmax(self.logits, axis=-1).astype(jnp.int32)
 
+    def masked(self, mask: jax.Array | None) -> Categorical:
+        """The distribution over the legal actions only: `mask` (shaped like `logits`,
+        true where an action is legal) sets every illegal logit to minus infinity before
+        the softmax, so illegal actions are never sampled or chosen, and log-probabilities
+        and the entropy are those of the softmax over the legal actions. None: unchanged.
+
+        This is MAPPO's action masking (Yu et al. 2022, "The Surprising Effectiveness of
+        PPO in Cooperative Multi-Agent Games", appendix, "Action Masking": unavailable
+        actions are masked out of the softmax when acting and when computing the
+        probabilities of the loss, so the PPO ratio is over legal actions; Huang &
+        Ontanon 2022, "A Closer Look at Invalid Action Masking in Policy Gradient
+        Algorithms", show the masked softmax still gives a valid policy gradient).
+
+        Minus infinity is written as the dtype's most negative finite value: `exp` of it
+        is exactly 0 after the softmax's shift, as it would be for -inf, but an illegal
+        action's `p log p` stays `0 * finite = 0` instead of `0 * -inf = NaN` (in the
+        entropy and its gradient), and a row with no legal action at all stays finite
+        (uniform) instead of NaN.
+        """
+        if mask is None:
+            return self
+        lowest = jnp.finfo(self.logits.dtype).min
+        return Categorical(jnp.where(mask, self.logits, lowest))
+
 
 @struct.dataclass
 class DiagGaussian:

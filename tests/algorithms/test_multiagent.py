@@ -1,8 +1,12 @@
 """IPPO, MAPPO and PQN-VDN (`jaxrl/algorithms/{ippo,mappo,pqn_vdn}`, on the shared
 `multiagent_ppo.py`, `jaxrl/nn/multiagent.py` and `jaxrl/losses.py`): the losses against
-hand-computed values, the per-agent networks (shared with ids, separate), each algorithm
-and variant through the driver with exact resume, sweeps, the CLI with `jaxrl eval`, and
-bad configs. Learning on SimpleSpread-MPE: test_multiagent_learning.py (slow)."""
+hand-computed values, the per-agent networks (shared with ids, separate), action masks
+(the masked categorical and legal epsilon-greedy by hand; IPPO, MAPPO and PQN-VDN acting
+and learning within a mask), each
+algorithm and variant through the driver with exact resume, sweeps, the CLI with `jaxrl
+eval`, and bad configs; with `-m optional` (jaxmarl installed) IPPO, MAPPO and PQN-VDN
+on SMAX scenarios through the adapter and the CLI, within SMAX's legal actions.
+Learning on SimpleSpread-MPE: test_multiagent_learning.py (slow)."""
 
 from __future__ import annotations
 
@@ -14,11 +18,15 @@ import numpy as np
 import pytest
 
 import jaxrl
-from jaxrl import algorithms, cli
+from jaxrl import algorithms, cli, envs
 from jaxrl.algorithms.ippo import ippo_loss
 from jaxrl.algorithms.mappo import mappo_loss
+from jaxrl.algorithms.multiagent_common import legal_epsilon_greedy, legal_q_values
 from jaxrl.algorithms.pqn_vdn import max_q_total, q_total, vdn_td_loss
+from jaxrl.algorithms.qlearning import epsilon_greedy
 from jaxrl.config import ConfigError
+from jaxrl.envs.multiagent import SimpleSpread
+from jaxrl.nn import Categorical
 from jaxrl.nn.multiagent import Actor, AgentNetwork, Critic, with_agent_ids
 from jaxrl.training.checkpoint import tree_fingerprint
 from jaxrl.training.driver import RunConfig, train
@@ -126,6 +134,107 @@ def test_recurrent_actor_carries_a_state_per_agent_and_resets_with_the_episode()
     np.testing.assert_allclose(late.logits[3], fresh.logits[0], rtol=1e-5, atol=1e-6)
 
 
+# ----------------------------------------------------------------------------- action masks
+def test_masked_categorical_is_the_softmax_over_the_legal_actions_by_hand():
+    """logits (1, 2, 3) with action 1 illegal: p = softmax(1, 3) = (1, e^2) / (1 + e^2) on
+    the legal actions and 0 on the other; log-probs and entropy are those of the two."""
+    mask = jnp.array([True, False, True])
+    dist = Categorical(jnp.array([1.0, 2.0, 3.0])).masked(mask)
+    p0 = 1.0 / (1.0 + np.e**2)
+    p2 = 1.0 - p0
+    log_prob = jax.vmap(dist.log_prob)(jnp.array([0, 2]))
+    np.testing.assert_allclose(log_prob, [np.log(p0), np.log(p2)], rtol=1e-6)
+    np.testing.assert_allclose(dist.entropy(), -(p0 * np.log(p0) + p2 * np.log(p2)), rtol=1e-6)
+    assert int(dist.mode()) == 2
+    # Unmasked, the same logits give three actions' log-probs and a larger entropy.
+    assert float(Categorical(jnp.array([1.0, 2.0, 3.0])).entropy()) > float(dist.entropy())
+    # Sampling never draws the illegal action and draws the others at p0 and p2.
+    draws = np.asarray(jax.vmap(dist.sample)(jax.random.split(jax.random.key(0), 20_000)))
+    assert not (draws == 1).any()
+    np.testing.assert_allclose((draws == 0).mean(), p0, atol=0.01)
+    # Gradients are finite and none reaches the illegal logit.
+    grad = jax.grad(lambda x: Categorical(x).masked(mask).entropy())(jnp.array([1.0, 2.0, 3.0]))
+    assert np.isfinite(grad).all() and grad[1] == 0.0
+    # dH/dx0 for two actions: p0 p2 (log p2 - log p0) = p0 p2 * 2.
+    np.testing.assert_allclose(grad[0], p0 * p2 * 2.0, rtol=1e-5)
+    # A row with no legal action (nothing to choose) stays finite: uniform.
+    empty = Categorical(jnp.array([1.0, 2.0, 3.0])).masked(jnp.zeros(3, bool))
+    np.testing.assert_allclose(empty.entropy(), np.log(3.0), rtol=1e-6)
+    plain = Categorical(jnp.zeros(3))
+    assert plain.masked(None) is plain  # no mask: the distribution itself
+
+
+class MaskedSpread(SimpleSpread):
+    """SimpleSpread whose agents may not take two of their five moves at each step
+    (which two turns with the time and the agent), to test action masks without jaxmarl."""
+
+    has_action_mask = True
+
+    def get_obs(self, state, params):
+        obs = super().get_obs(state, params)
+        agent = jnp.arange(self.num_agents)[:, None]
+        action = jnp.arange(5)[None, :]
+        obs["action_mask"] = (action + agent + state.time) % 5 >= 2
+        return obs
+
+
+@pytest.mark.parametrize("name", ["ippo", pytest.param("mappo", marks=pytest.mark.slow)])
+def test_ippo_and_mappo_act_and_learn_within_the_action_mask(name):
+    """Every action of a rollout is legal (a policy ignoring the mask would take an illegal
+    one 40% of the time); the loss's entropy is over the three legal actions (a fresh
+    policy is near uniform over them: log 3, not log 5); `act` chooses legal actions.
+    (The masking is `MultiAgentPPO`'s, the same for both: MAPPO runs with -m slow.)"""
+    env = MaskedSpread()
+    params = env.default_params
+    assert env.observation_space(params).spaces["action_mask"].shape == (3, 5)
+    tiny = dict(total_steps=64, num_envs=4, num_steps=16, hidden_sizes=(8,), num_minibatches=1)
+    config = jaxrl.make_config(name, "SimpleSpread-MPE", update_epochs=1, **tiny)
+    algo = algorithms.get(name).algorithm(config, env, params)
+    state = algo.init(jax.random.key(0), algo.hyperparams())
+    # One program: the rollout's samples, and the update (the same rollout, then the loss).
+    samples, metrics = jax.jit(lambda s: (algo._rollout(s)[1], algo.update(s)[1]))(state)
+    mask, action = np.asarray(samples.action_mask), np.asarray(samples.action)
+    assert mask.shape == (16, 4, 3, 5) and np.take_along_axis(mask, action[..., None], -1).all()
+    assert np.isfinite(metrics["loss"]) and abs(float(metrics["entropy"]) - np.log(3.0)) < 0.05
+    obs = jax.tree.map(lambda x: x[None], env.reset(jax.random.key(1), params)[0])
+    chosen, _ = algo.act(state, obs, None, jnp.ones((1,), bool), jax.random.key(2))
+    assert np.take_along_axis(np.asarray(obs["action_mask"][0]), chosen[0][:, None], -1).all()
+
+
+def test_q_learning_within_the_legal_actions_by_hand():
+    """PQN-VDN's greedy action and bootstrap max are over the legal actions; exploring, it
+    draws uniformly from them; without a mask it is plain epsilon-greedy."""
+    q = jnp.array([[5.0, 1.0, 3.0, 2.0]] * 4000)
+    mask = jnp.array([False, True, True, True])
+    np.testing.assert_array_equal(legal_q_values(q, mask).max(-1), 3.0)
+    key = jax.random.key(0)
+    np.testing.assert_array_equal(legal_epsilon_greedy(key, q, 0.0, mask), 2)
+    counts = np.bincount(np.asarray(legal_epsilon_greedy(key, q, 1.0, mask)), minlength=4)
+    assert counts[0] == 0 and np.allclose(counts[1:] / 4000, 1 / 3, atol=0.03)
+    np.testing.assert_array_equal(
+        legal_epsilon_greedy(key, q, 0.3, None), epsilon_greedy(key, q, 0.3)
+    )
+
+
+def test_pqn_vdn_acts_and_learns_within_the_action_mask():
+    env = MaskedSpread()
+    params = env.default_params
+    config = jaxrl.make_config("pqn-vdn", "SimpleSpread-MPE", eps_end=1.0, **VDN_TINY)
+    algo = algorithms.get("pqn-vdn").algorithm(config, env, params)
+    state = algo.init(jax.random.key(0), algo.hyperparams())
+    obs = jax.tree.map(lambda x: x[None], env.reset(jax.random.key(1), params)[0])
+    obs = jax.tree.map(lambda x: jnp.repeat(x, 64, axis=0), obs)  # 64 copies, same mask
+    reset = jnp.ones((64,), bool)
+    for deterministic in (True, False):  # greedy, and uniform over the legal actions
+        chosen, _ = algo.act(state, obs, None, reset, jax.random.key(2), deterministic)
+        legal = np.take_along_axis(
+            np.asarray(obs["action_mask"]), np.asarray(chosen)[..., None], -1
+        )
+        assert legal.all()
+    _, metrics = jax.jit(algo.update)(state)
+    assert np.isfinite(metrics["loss"]) and np.isfinite(metrics["q_mean"])
+
+
 # ----------------------------------------------------------------------------- algorithms
 CASES = {
     "ippo": ("ippo", PPO_TINY),
@@ -212,7 +321,7 @@ def test_cli_trains_and_evaluates_a_multi_agent_run(tmp_path, monkeypatch):
         (
             "ippo",
             {"recurrent": True, "num_envs": 4, "num_minibatches": 8},
-            r"must be a divisor of num_envs \(recurrent",
+            r"must be a divisor of num_envs=4 \(recurrent",
         ),
         ("pqn-vdn", {"eps_end": 0.5, "eps_start": 0.1}, r"invalid eps_end=0\.5"),
         ("pqn-vdn", {"norm": "batch"}, r"invalid norm='batch'"),
@@ -241,3 +350,47 @@ def test_mappo_trains_on_jaxmarl_smax_through_the_adapter():
     )
     last = result.metrics[-1]
     assert np.isfinite(last["loss"]).all() and (np.asarray(last["episodes"]) > 0).all()
+
+
+@pytest.mark.optional
+@pytest.mark.parametrize("name", ["ippo", "mappo"])
+def test_smax_scenario_from_the_cli_acts_within_its_action_masks(name, tmp_path, monkeypatch):
+    """`jaxrl train NAME --env jaxmarl:SMAX-3m` trains (the scenario chosen by id); the
+    rollouts' actions are all legal under SMAX's `get_avail_actions` (shooting only units
+    in range); an unknown scenario fails before anything is built, listing the others."""
+    pytest.importorskip("jaxmarl")
+    monkeypatch.chdir(tmp_path)
+    args = ["train", name, "--env", "jaxmarl:SMAX-3m", "--total-steps", "256", "--num-envs", "4"]
+    assert cli.main([*args, "--num-steps", "32", "--num-minibatches", "2", "--no-progress"]) == 0
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert run_dir.name.startswith(f"{name}-jaxmarl-SMAX-3m-")
+    assert np.isfinite(summary["final_return_mean"])
+    algo = make_smax(name)
+    state = algo.init(jax.random.key(0), algo.hyperparams())
+    _, samples, *_ = jax.jit(algo._rollout)(state)
+    mask, action = np.asarray(samples.action_mask), np.asarray(samples.action)
+    assert mask.shape == (16, 4, 3, 8)  # 3 allies: 5 moves (stop included), 3 enemies to shoot
+    assert not mask.all() and np.take_along_axis(mask, action[..., None], -1).all()
+    with pytest.raises(ValueError, match=r"Unknown SMAX scenario 'SMAX-4m'.*'SMAX-3m'"):
+        envs.make("jaxmarl:SMAX-4m")
+
+
+def make_smax(name: str):
+    config = jaxrl.make_config(name, "jaxmarl:SMAX-3m", **PPO_TINY)
+    return algorithms.get(name).make(config)
+
+
+@pytest.mark.optional
+def test_pqn_vdn_trains_on_a_smax_scenario_within_its_action_masks():
+    pytest.importorskip("jaxmarl")
+    result = jaxrl.train(
+        "pqn-vdn", env="jaxmarl:SMAX-3m", num_seeds=1, progress=False, eps_end=1.0, **VDN_TINY
+    )
+    assert np.isfinite(result.metrics[-1]["loss"]).all()
+    algo, state = result.algorithm, jax.tree.map(lambda x: x[0], result.state)
+    env, params = algo.env, algo.env_params
+    obs, _ = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(jax.random.key(1), 32), params)
+    chosen, _ = algo.act(state, obs, None, jnp.ones((32,), bool), jax.random.key(2), False)
+    mask = np.asarray(obs["action_mask"])
+    assert not mask.all() and np.take_along_axis(mask, np.asarray(chosen)[..., None], -1).all()

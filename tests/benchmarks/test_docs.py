@@ -175,6 +175,27 @@ def test_full_tier_warns_with_its_wall_time_before_it_starts(monkeypatch, capsys
     assert err.startswith("warning: --tier full") and f"{hours:.1f} hours" in err
 
 
+def test_an_entry_needing_a_missing_extra_fails_before_running(monkeypatch, capsys) -> None:
+    """`--only` refuses it in one line naming the extra, before any entry runs; a tier
+    skips it and says so."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "jaxmarl" else real(name, *a)
+    )
+    ran = []
+    monkeypatch.setattr(reproduce, "measure", lambda entry: ran.append(entry.name))
+    assert registry.get("mappo_smax_3m").extra == "jaxmarl"
+    assert reproduce.main(["--only", "ppo_cartpole", "mappo_smax_3m"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert ran == [] and len(err) == 1
+    assert err[0].startswith("mappo_smax_3m needs the jaxmarl extra") and "jaxrl[jaxmarl]" in err[0]
+    monkeypatch.setattr(registry, "tier", lambda which: [registry.get("mappo_smax_3m")])
+    assert reproduce.main(["--tier", "ci"]) == 0
+    assert ran == [] and "skipped: mappo_smax_3m needs the jaxmarl extra" in capsys.readouterr().err
+
+
 def test_a_loaded_result_is_marked_in_the_tables() -> None:
     entry = registry.get("ppo_cartpole")
     record = {"aggregate": {"iqm": 500.0, "iqm_ci95": [480.0, 500.0]}, "loaded": True}

@@ -5,7 +5,9 @@ the contact force, collisions and coverage in the reward, the observation layout
 contract's properties on every registered multi-agent id (spaces, shapes, the time
 limit as truncation, auto-reset, `final_observation`, vmap), the dict views, and the
 registry's split into single- and multi-agent ids. Optional tier (`-m optional`, needs
-`jaxmarl`): SimpleSpread step for step against JaxMARL's `MPE_simple_spread_v3`.
+`jaxmarl`): SimpleSpread step for step against JaxMARL's `MPE_simple_spread_v3`; the
+adapter's contract on MPE and SMAX, and SMAX scenarios by id with their action masks
+step for step against JaxMARL's own `HeuristicEnemySMAX`.
 """
 
 from __future__ import annotations
@@ -155,6 +157,11 @@ def check_contract(env_id: str) -> None:
     assert obs0["agents"].shape == (n, *agent_space.shape)
     assert obs0["state"].shape == env.state_space(params).shape
     assert obs0["alive"].shape == (n,) and obs0["alive"].dtype == jnp.bool_
+    assert ("action_mask" in obs0) == env.has_action_mask
+    if env.has_action_mask:  # (N, A) bool, and every agent always has a legal action
+        mask = traj["obs"]["action_mask"]
+        assert mask.shape == (30, n, env.num_actions) and mask.dtype == jnp.bool_
+        assert bool(mask.any(-1).all()) and bool(obs0["action_mask"].any(-1).all())
     assert traj["reward"].shape == (30, n) and traj["reward"].dtype == jnp.float32
     for flag in ("terminated", "truncated"):
         assert traj[flag].shape == (30,) and traj[flag].dtype == jnp.bool_
@@ -297,3 +304,51 @@ def test_jaxmarl_smax_with_units_that_die_follows_the_contract():
     """SMAX (units die: `alive` turns False mid-episode; a world state for the critic)."""
     pytest.importorskip("jaxmarl")
     check_contract("jaxmarl:HeuristicEnemySMAX")
+
+
+@pytest.mark.optional
+def test_jaxmarl_smax_scenarios_by_id_pass_on_the_legal_actions():
+    """`jaxmarl:SMAX-3m` is JaxMARL's HeuristicEnemySMAX on the 3m map with its baselines'
+    keywords: the same observations, alive units and legal actions (`get_avail_actions`)
+    step for step from the same keys and legal random actions; MPE has no mask; an
+    unknown map lists the scenarios."""
+    pytest.importorskip("jaxmarl")
+    import jaxmarl
+    from jaxmarl.environments.smax import map_name_to_scenario
+
+    check_contract("jaxmarl:SMAX-3m")
+    env, params = envs.make("jaxmarl:SMAX-3m")
+    ref = jaxmarl.make(
+        "HeuristicEnemySMAX",
+        scenario=map_name_to_scenario("3m"),
+        see_enemy_actions=True,
+        walls_cause_death=True,
+        attack_mode="closest",
+    )
+    assert env.has_action_mask and env.num_agents == 3 and env.num_actions == 8
+    assert not envs.make("jaxmarl:MPE_simple_spread_v3")[0].has_action_mask
+    key = jax.random.key(7)
+    obs, state = jax.jit(env.reset_env)(key, params)
+    ref_obs, ref_state = ref.reset(key)
+    step = jax.jit(env.step_env)
+    for t in range(40):
+        legal = np.stack([np.asarray(ref.get_avail_actions(ref_state)[a]) for a in ref.agents])
+        np.testing.assert_array_equal(obs["action_mask"], legal != 0, err_msg=f"step {t}")
+        np.testing.assert_allclose(
+            obs["agents"], np.stack([ref_obs[a] for a in ref.agents]), atol=1e-6
+        )
+        key, k_act, k_step = jax.random.split(key, 3)
+        action = jax.random.categorical(k_act, jnp.where(obs["action_mask"], 0.0, -jnp.inf))
+        was_alive = np.asarray(obs["alive"])
+        obs, state, reward, terminated, _ = step(k_step, state, action, params)
+        ref_obs, ref_state, ref_reward, ref_done, _ = ref.step_env(
+            k_step, ref_state, to_dict(action, ref.agents)
+        )
+        np.testing.assert_array_equal(obs["alive"], [not ref_done[a] for a in ref.agents])
+        # JaxMARL rewards every ally with the team's reward; ours stop once a unit is dead.
+        expected = np.where(was_alive, [ref_reward[a] for a in ref.agents], 0.0)
+        np.testing.assert_allclose(reward, expected, atol=1e-6)
+        if bool(terminated):
+            break
+    with pytest.raises(ValueError, match=r"Unknown SMAX scenario 'SMAX-4m'; available: .*SMAX-3m"):
+        envs.make("jaxmarl:SMAX-4m")

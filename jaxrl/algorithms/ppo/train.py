@@ -23,15 +23,24 @@ from flax import struct
 
 from jaxrl import acting, envs, prng, rollout
 from jaxrl import config as cfg
+from jaxrl.algorithms.ppo_common import (
+    clip_gradients,
+    learning_rows,
+    ppo_epochs,
+    ppo_optimizer,
+)
 from jaxrl.envs.optimistic_resets import OptimisticResets
-from jaxrl.minibatches import run_epochs
 from jaxrl.nn import ActorCritic, RecurrentActorCritic
 from jaxrl.returns import bootstrap_truncated_rewards, gae
 from jaxrl.running_stats import RunningStats, init_stats, normalize
 from jaxrl.training.contract import EnvironmentAlgorithm
+from jaxrl.updates import annealed_lr_scale
 
 from . import losses
-from .config import GRAD_CLIPS, SWEEPABLE, PPOConfig
+from .config import SWEEPABLE, PPOConfig
+
+# `clip_gradients` moved to `ppo_common.py` (shared with IPPO and MAPPO); kept importable here.
+__all__ = ["PPO", "PPOState", "Transition", "clip_gradients", "make"]
 
 
 @struct.dataclass
@@ -177,18 +186,10 @@ class PPO(EnvironmentAlgorithm):
         )
 
     def _optimizer(self, hp: Any, lr_scale: jax.Array | float) -> optax.GradientTransformation:
-        # Built from the (possibly traced, per-seed) hyperparameters each update;
-        # its state structure does not depend on their values. `optax.flatten` runs
-        # clipping and Adam on one vector of all parameters instead of per leaf: for
-        # PPO's small networks the per-leaf kernels, not the arithmetic, are the cost
-        # on CPU. Same updates up to float summation order.
-        return optax.flatten(
-            optax.chain(
-                clip_gradients(self.config.grad_clip, hp.max_grad_norm),
-                optax.scale_by_adam(eps=self.config.adam_eps),
-                optax.scale(-hp.lr * lr_scale),
-            )
-        )
+        """Clipping (`grad_clip`), then Adam, on one flat vector (`ppo_common.ppo_optimizer`),
+        built from the (possibly traced, per-seed) hyperparameters each update."""
+        c = self.config
+        return ppo_optimizer(hp, lr_scale, c.adam_eps, c.grad_clip)
 
     # ------------------------------------------------------------------ acting
     def _policy(self, params, obs, carry, reset):
@@ -405,7 +406,8 @@ class PPO(EnvironmentAlgorithm):
         )
 
     def update(self, state: PPOState) -> tuple[PPOState, dict[str, jax.Array]]:
-        """One PPO iteration: rollout, advantages, `update_epochs` of minibatch SGD."""
+        """One PPO iteration: rollout, advantages, `update_epochs` of minibatch SGD
+        (`ppo_common.ppo_epochs`)."""
         c, hp = self.config, state.hparams
         state, traj, rollout_metrics = self._rollout(state)
         start_carry = rollout_metrics.pop("_start_carry")
@@ -413,55 +415,25 @@ class PPO(EnvironmentAlgorithm):
         advantages, returns = gae(
             traj.reward, traj.value, traj.done, last_value, hp.gamma, hp.gae_lambda
         )
-
-        lr_scale = 1.0 - state.update_step / c.num_updates if c.anneal_lr else 1.0
-        optimizer = self._optimizer(hp, lr_scale)
-        grad_fn = jax.value_and_grad(self._loss, has_aux=True)
-
-        def minibatch_step(carry, minibatch):
-            params, opt_state = carry
-            batch, adv, ret, init_carry = minibatch
-            if c.recurrent:  # sequences were shuffled environment-major
-                batch, adv, ret = jax.tree.map(swap_leading_axes, (batch, adv, ret))
-            (_, stats), grads = grad_fn(params, hp, batch, adv, ret, init_carry)
-            updates, opt_state = optimizer.update(grads, opt_state, params)
-            return (optax.apply_updates(params, updates), opt_state), stats
-
+        lr_scale = annealed_lr_scale(state.update_step, c.num_updates, c.anneal_lr)
         key, k_epochs = prng.split(state.key)
-        (params, opt_state), stats = run_epochs(
-            minibatch_step,
-            (state.params, state.opt_state),
-            self._learning_batch(traj, advantages, returns, start_carry),
+        params, opt_state, metrics = ppo_epochs(
+            lambda params, *minibatch: self._loss(params, hp, *minibatch),
+            self._optimizer(hp, lr_scale),
+            state.params,
+            state.opt_state,
+            learning_rows(traj, advantages, returns, start_carry, sequences=c.recurrent),
             k_epochs,
             num_epochs=c.update_epochs,
             num_minibatches=c.num_minibatches,
+            sequences=c.recurrent,
         )
         state = state.replace(
             params=params, opt_state=opt_state, key=key, update_step=state.update_step + 1
         )
-        metrics = {k: v.mean() for k, v in stats.items()}
         metrics.update(rollout_metrics)
         metrics["lr"] = hp.lr * lr_scale
         return state, metrics
-
-    def _learning_batch(self, traj, advantages, returns, start_carry):
-        """The rollout as rows to shuffle into minibatches (`jaxrl.minibatches`):
-        `(traj, advantages, returns, initial GRU state)`.
-
-        Feed-forward, a row is a transition (T * B rows, the initial state None);
-        recurrent, a row is an environment's whole sequence (B rows, time second: the
-        minibatch step swaps it back), so sequences stay intact.
-        """
-        c = self.config
-        if c.recurrent:
-            return (*jax.tree.map(swap_leading_axes, (traj, advantages, returns)), start_carry)
-        flat = lambda x: x.reshape((c.batch_size,) + x.shape[2:])  # noqa: E731
-        return (*jax.tree.map(flat, (traj, advantages, returns)), None)
-
-
-def swap_leading_axes(x: jax.Array) -> jax.Array:
-    """Swaps the first two axes: `(B, T, ...) <-> (T, B, ...)`."""
-    return jnp.swapaxes(x, 0, 1)
 
 
 def make(config: PPOConfig, env: envs.Environment | None = None, env_params: Any = None) -> PPO:
@@ -469,14 +441,3 @@ def make(config: PPOConfig, env: envs.Environment | None = None, env_params: Any
     if env is None:
         env, env_params = envs.make(config.env)
     return PPO(config, env, env_params if env_params is not None else env.default_params)
-
-
-def clip_gradients(kind: str, max_grad_norm: jax.Array | float) -> optax.GradientTransformation:
-    """Gradient clipping of `PPOConfig.grad_clip`: "global_norm" rescales the gradient to
-    an L2 norm of at most `max_grad_norm` (Pascanu et al. 2013; OpenAI baselines' PPO2);
-    "per_element" clips every component to `[-max_grad_norm, max_grad_norm]` (rejax)."""
-    if kind == "global_norm":
-        return optax.clip_by_global_norm(max_grad_norm)
-    if kind == "per_element":
-        return optax.clip(max_grad_norm)
-    raise cfg.ConfigError(f"invalid grad_clip={kind!r}: must be one of {list(GRAD_CLIPS)}")

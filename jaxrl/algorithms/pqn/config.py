@@ -6,29 +6,16 @@ import dataclasses
 from typing import Any
 
 from jaxrl import config as cfg
-from jaxrl.algorithms.qlearning import NETWORKS, check_epsilon_schedule
+from jaxrl.algorithms.pqn_common import NORMS, OPTIMIZERS, SWEEPABLE, PQNFields
+from jaxrl.algorithms.qlearning import NETWORKS
 
-# Numeric hyperparameters that may differ across a vmapped sweep: they live in
-# the training state as float32 leaves. Everything else is static structure.
-SWEEPABLE = (
-    "lr",
-    "gamma",
-    "q_lambda",
-    "max_grad_norm",
-    "eps_start",
-    "eps_end",
-    "eps_fraction",
-    "reward_scale",
-)
-
-# Optimisers PQN can use (see `PQNConfig.optimizer`).
-OPTIMIZERS = ("radam", "adam")
-# Normalisation after each hidden layer (see `PQNConfig.norm`).
-NORMS = ("layer_norm", "none")
+# The sweepable hyperparameters, optimisers and norms are the PQN family's
+# (`jaxrl/algorithms/pqn_common.py`), re-exported here where they always were.
+__all__ = ["NORMS", "OPTIMIZERS", "PRESETS", "SWEEPABLE", "PQNConfig", "default_config"]
 
 
 @dataclasses.dataclass(frozen=True)
-class PQNConfig:
+class PQNConfig(PQNFields):
     """Parallel Q-learning (Gallici et al. 2024, "Simplifying Deep Temporal Difference
     Learning", arXiv:2407.04811).
 
@@ -39,98 +26,21 @@ class PQNConfig:
     steps `num_envs` environments `num_steps` times with an epsilon-greedy policy,
     computes Q(lambda) targets over that rollout, then runs `num_epochs` passes of
     `num_minibatches` minibatches of the squared TD error over it. There is no replay
-    buffer and no target network: LayerNorm keeps the bootstrapped targets stable.
+    buffer and no target network: LayerNorm keeps the bootstrapped targets stable. The
+    fields PQN shares with PQN-VDN are `PQNFields`'; these are PQN's own.
     """
 
-    env: str = "CartPole-v1"
-    """Environment id (see `jaxrl envs`); its action space must be Discrete."""
-    total_steps: int = 500_000
-    """Environment steps per agent (whole updates: rounded down to num_envs * num_steps)."""
-    num_envs: int = 32
-    """Environments stepped in parallel (vmap) per agent."""
-    num_steps: int = 64
-    """Rollout length per environment and update."""
-    num_epochs: int = 4
-    """Passes over each rollout."""
-    num_minibatches: int = 16
-    """Minibatches (gradient steps) per epoch."""
-    lr: float = 1e-4
-    """Learning rate."""
-    anneal_lr: bool = True
-    """Anneal the learning rate linearly to 0 over the run."""
-    optimizer: str = "radam"
-    """Optimiser: "radam" (Liu et al. 2020, as purejaxql's PQN) or "adam"."""
-    adam_eps: float = 1e-8
-    """Epsilon of Adam/RAdam's denominator."""
-    max_grad_norm: float = 10.0
-    """Clip the gradient to this global L2 norm before the optimiser."""
-    gamma: float = 0.99
-    """Discount factor."""
-    q_lambda: float = 0.95
-    """Lambda of the Q(lambda) targets (0: one-step Q-learning, 1: Monte-Carlo returns)."""
-    eps_start: float = 1.0
-    """Epsilon-greedy exploration: epsilon at the first update."""
-    eps_end: float = 0.05
-    """Epsilon-greedy exploration: epsilon after the decay (and for `jaxrl eval` sampling)."""
-    eps_fraction: float = 0.2
-    """Fraction of the run over which epsilon decays linearly from eps_start to eps_end."""
-    reward_scale: float = 1.0
-    """Rewards are multiplied by this for learning (episode returns stay the environment's)."""
-    bootstrap_truncation: bool = True
-    """Bootstrap time-limit truncations from max Q(final observation); False: terminal.
-
-    True bootstraps a truncated step from the Q-values of its true last observation
-    (Pardo et al. 2018, "Time Limits in Reinforcement Learning"). False treats a time
-    limit like a termination, as purejaxql does, and skips the Q pass over final
-    observations (the matched-work setting for benchmarks).
-    """
-    norm: str = "layer_norm"
-    """Normalisation after each hidden layer: "layer_norm" (PQN's key ingredient) or "none"."""
     network: str = "auto"
     """Observation encoder: "mlp" (flattened observations), "conv" (images, e.g. MinAtar)
     or "auto" (conv for (H, W, C) observations, else mlp)."""
     conv_channels: int = 16
     """Channels of the 3x3 convolution of the "conv" torso."""
-    hidden_sizes: tuple[int, ...] = (256, 256)
-    """Hidden layer sizes of the MLP (after the convolution with the "conv" torso)."""
-
-    @property
-    def batch_size(self) -> int:
-        return self.num_envs * self.num_steps
-
-    @property
-    def num_updates(self) -> int:
-        return self.total_steps // self.batch_size
 
     def validate(self) -> PQNConfig:
         """Raises `ConfigError` naming the first invalid field; returns self."""
-        cfg.check_positive(self, "total_steps", "num_envs", "num_steps", "num_epochs")
-        cfg.check_positive(self, "num_minibatches", "lr", "max_grad_norm", "adam_eps")
-        cfg.check_positive(self, "reward_scale", "conv_channels")
-        cfg.check_range(self, "gamma", 0.0, 1.0)
-        cfg.check_range(self, "q_lambda", 0.0, 1.0)
-        check_epsilon_schedule(self)
-        cfg.check_choice(self, "optimizer", OPTIMIZERS)
-        cfg.check_choice(self, "norm", NORMS)
+        super().validate()
+        cfg.check_positive(self, "conv_channels")
         cfg.check_choice(self, "network", NETWORKS)
-        cfg.check(
-            len(self.hidden_sizes) > 0 and all(h > 0 for h in self.hidden_sizes),
-            "hidden_sizes",
-            self.hidden_sizes,
-            "a non-empty list of positive layer sizes",
-        )
-        cfg.check(
-            self.total_steps >= self.batch_size,
-            "total_steps",
-            self.total_steps,
-            f">= num_envs * num_steps = {self.batch_size} (one update)",
-        )
-        cfg.check(
-            self.batch_size % self.num_minibatches == 0,
-            "num_minibatches",
-            self.num_minibatches,
-            f"a divisor of num_envs * num_steps = {self.batch_size}",
-        )
         return self
 
 

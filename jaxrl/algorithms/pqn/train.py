@@ -19,16 +19,21 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import optax
 from flax import struct
 
 from jaxrl import acting, envs, prng
 from jaxrl import config as cfg
-from jaxrl.algorithms.qlearning import epsilon_greedy, linear_epsilon, resolve_torso
-from jaxrl.minibatches import run_epochs
+from jaxrl.algorithms.pqn_common import (
+    ParallelQLearner,
+    next_max_q,
+    td_epochs,
+    time_limits_as_terminal,
+)
+from jaxrl.algorithms.qlearning import epsilon_greedy, resolve_torso
 from jaxrl.nn.qnetwork import QNetwork
 from jaxrl.returns import q_lambda_targets
 from jaxrl.training.contract import EnvironmentAlgorithm
+from jaxrl.updates import annealed_lr_scale
 
 from . import losses
 from .config import SWEEPABLE, PQNConfig
@@ -58,7 +63,7 @@ class Transition:
     max_q: jax.Array  # max_a Q(obs, a) under the rollout's parameters
 
 
-class PQN(EnvironmentAlgorithm):
+class PQN(ParallelQLearner, EnvironmentAlgorithm):
     """PQN for one environment and one static config: a fused-step algorithm
     (`jaxrl/training/contract.py`).
 
@@ -97,12 +102,6 @@ class PQN(EnvironmentAlgorithm):
             conv_channels=config.conv_channels,
         )
 
-    @property
-    def schedule_follows_total(self) -> bool:
-        """`anneal_lr` and the epsilon decay (a fraction of the run) follow `total_steps`."""
-        c = self.config
-        return c.anneal_lr or (c.eps_fraction > 0 and c.eps_end != c.eps_start)
-
     # ------------------------------------------------------------------ construction
     def init(self, key: jax.Array, hparams: Any, params: Any = None) -> PQNState:
         """The initial state; `params` (same tree as the network's) warm-starts the
@@ -125,27 +124,6 @@ class PQN(EnvironmentAlgorithm):
             key=key,
             update_step=jnp.zeros((), jnp.int32),
             hparams=hparams,
-        )
-
-    def _optimizer(self, hp: Any, lr_scale: jax.Array | float) -> optax.GradientTransformation:
-        """Global-norm clipping, then RAdam (purejaxql's PQN) or Adam, built from the
-        (possibly traced, per-agent) hyperparameters each update; the state layout does
-        not depend on their values. `optax.flatten` runs it on one vector (see PPO)."""
-        c = self.config
-        scale_by = optax.scale_by_radam if c.optimizer == "radam" else optax.scale_by_adam
-        return optax.flatten(
-            optax.chain(
-                optax.clip_by_global_norm(hp.max_grad_norm),
-                scale_by(eps=c.adam_eps),
-                optax.scale(-hp.lr * lr_scale),
-            )
-        )
-
-    def epsilon(self, state: PQNState) -> jax.Array:
-        """The exploration rate of the update `state` is about to run."""
-        hp = state.hparams
-        return linear_epsilon(
-            state.update_step, self.num_updates, hp.eps_start, hp.eps_end, hp.eps_fraction
         )
 
     # ------------------------------------------------------------------ acting
@@ -178,8 +156,9 @@ class PQN(EnvironmentAlgorithm):
             )
             done = jnp.logical_or(terminated, truncated)
             episodes, finished = acting.track_episodes(state.episodes, reward, done)
-            if not c.bootstrap_truncation:  # a time limit as a terminal state
-                terminated, truncated = done, jnp.zeros_like(truncated)
+            terminated, truncated = time_limits_as_terminal(
+                terminated, truncated, c.bootstrap_truncation
+            )
             transition = Transition(
                 obs=state.obs,
                 action=action,
@@ -196,11 +175,12 @@ class PQN(EnvironmentAlgorithm):
         # One Q pass over [final observations (with the bootstrap); last observation].
         parts = [] if final_obs is None else [final_obs.reshape((-1,) + final_obs.shape[2:])]
         after = self.network.apply(state.params, jnp.concatenate([*parts, state.obs])).max(-1)
-        last_q = after[-c.num_envs :]
-        next_q = jnp.concatenate([traj.max_q[1:], last_q[None]])
+        final_q = None
         if final_obs is not None:
             final_q = after[: -c.num_envs].reshape(c.num_steps, c.num_envs)
-            next_q = jnp.where(traj.truncated & ~traj.terminated, final_q, next_q)
+        next_q = next_max_q(
+            traj.max_q, after[-c.num_envs :], final_q, traj.terminated, traj.truncated
+        )
         return state, traj, next_q, finished
 
     # ------------------------------------------------------------------ learning
@@ -211,31 +191,22 @@ class PQN(EnvironmentAlgorithm):
 
     def update(self, state: PQNState) -> tuple[PQNState, dict[str, jax.Array]]:
         """One PQN iteration: epsilon-greedy rollout, Q(lambda) targets, `num_epochs` of
-        minibatch gradient steps on the TD error."""
+        minibatch gradient steps on the TD error (`pqn_common`)."""
         c, hp = self.config, state.hparams
         epsilon = self.epsilon(state)
         state, traj, next_q, finished = self._rollout(state, epsilon)
         targets = q_lambda_targets(
             traj.reward, traj.terminated, traj.truncated, next_q, hp.gamma, hp.q_lambda
         )
-
-        lr_scale = 1.0 - state.update_step / c.num_updates if c.anneal_lr else 1.0
-        optimizer = self._optimizer(hp, lr_scale)
-        grad_fn = jax.value_and_grad(self._loss, has_aux=True)
+        lr_scale = annealed_lr_scale(state.update_step, c.num_updates, c.anneal_lr)
         flat = lambda x: x.reshape((c.batch_size,) + x.shape[2:])  # noqa: E731
-        data = (flat(traj.obs), flat(traj.action), flat(targets))
-
-        def minibatch_step(carry, minibatch):
-            params, opt_state = carry
-            (loss, q_mean), grads = grad_fn(params, *minibatch)
-            updates, opt_state = optimizer.update(grads, opt_state, params)
-            return (optax.apply_updates(params, updates), opt_state), (loss, q_mean)
-
         key, k_epochs = prng.split(state.key)
-        (params, opt_state), (loss, q_mean) = run_epochs(
-            minibatch_step,
-            (state.params, state.opt_state),
-            data,
+        params, opt_state, metrics = td_epochs(
+            self._loss,
+            self._optimizer(hp, lr_scale),
+            state.params,
+            state.opt_state,
+            (flat(traj.obs), flat(traj.action), flat(targets)),
             k_epochs,
             num_epochs=c.num_epochs,
             num_minibatches=c.num_minibatches,
@@ -244,8 +215,7 @@ class PQN(EnvironmentAlgorithm):
             params=params, opt_state=opt_state, key=key, update_step=state.update_step + 1
         )
         return state, {
-            "loss": loss.mean(),
-            "q_mean": q_mean.mean(),
+            **metrics,
             "epsilon": epsilon,
             "lr": hp.lr * lr_scale,
             **acting.episode_metrics(finished),

@@ -8,8 +8,11 @@ computes Peng's Q(lambda) targets of the team reward (`acting.team_reward`: the 
 the agents' rewards) with the max of `Q_tot = sum_i Q_i` as bootstrap
 (`jaxrl.returns.q_lambda_targets`); then runs `num_epochs` epochs of
 `num_minibatches` minibatch steps on VDN's TD loss (`losses.py`). No replay buffer,
-no target network, as PQN (Gallici et al. 2024). Exploration comes from
-`jaxrl/algorithms/qlearning.py`, shared with PQN, DQN and C51.
+no target network, as PQN (Gallici et al. 2024). The fields, optimiser, epsilon
+schedule, Q(lambda) bootstrap and TD epochs are PQN's (`jaxrl/algorithms/pqn_common.py`);
+exploration is `qlearning.py`'s epsilon-greedy, within the legal actions where the
+environment has an action mask (`multiagent_common.legal_epsilon_greedy`; the greedy
+action and the bootstrap's max too).
 """
 
 from __future__ import annotations
@@ -18,17 +21,27 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import optax
 from flax import struct
 
-from jaxrl import acting, envs, prng, rollout
+from jaxrl import acting, prng, rollout
 from jaxrl import config as cfg
-from jaxrl.algorithms.qlearning import epsilon_greedy, linear_epsilon
-from jaxrl.minibatches import run_epochs
+from jaxrl.algorithms.multiagent_common import (
+    action_mask,
+    discrete_agents,
+    legal_epsilon_greedy,
+    legal_q_values,
+)
+from jaxrl.algorithms.pqn_common import (
+    ParallelQLearner,
+    next_max_q,
+    td_epochs,
+    time_limits_as_terminal,
+)
 from jaxrl.nn.multiagent import AgentNetwork
 from jaxrl.nn.qnetwork import QNetwork
 from jaxrl.returns import q_lambda_targets
 from jaxrl.training.contract import EnvironmentAlgorithm
+from jaxrl.updates import annealed_lr_scale
 
 from .config import PRESETS, SWEEPABLE, PQNVDNConfig
 from .losses import max_q_total, q_total, vdn_td_loss
@@ -46,7 +59,7 @@ class PQNVDNState:
     hparams: Any
 
 
-class PQNVDN(EnvironmentAlgorithm):
+class PQNVDN(ParallelQLearner, EnvironmentAlgorithm):
     """PQN with value decomposition for N agents (see the module docstring)."""
 
     name = "pqn-vdn"
@@ -61,31 +74,12 @@ class PQNVDN(EnvironmentAlgorithm):
         self.config, self.env, self.env_params = config.validate(), env, env_params
         self.steps_per_update = config.batch_size
         self.num_updates = config.num_updates
-        cfg.check(
-            getattr(env, "multi_agent", False),
-            "env",
-            config.env,
-            f"a multi-agent environment ({envs.registered(multi_agent=True)} or jaxmarl:<id>)",
-        )
-        space = env.agent_action_space(env_params)
-        cfg.check(
-            isinstance(space, envs.spaces.Discrete),
-            "env",
-            config.env,
-            f"an environment with Discrete agent actions (pqn-vdn), got {space!r}",
-        )
-        self.num_agents = int(env.num_agents)
+        self.num_agents, num_actions = discrete_agents("pqn-vdn", config, env, env_params)
         q_network = QNetwork(
-            action_dim=int(space.n), hidden_sizes=tuple(config.hidden_sizes), norm=config.norm
+            action_dim=num_actions, hidden_sizes=tuple(config.hidden_sizes), norm=config.norm
         )
         # observations (M, N, F) -> Q-values (M, N, A)
         self.network = AgentNetwork(q_network, self.num_agents, config.parameter_sharing, (1,), 1)
-
-    @property
-    def schedule_follows_total(self) -> bool:
-        """`anneal_lr` and the epsilon decay (a fraction of the run) follow `total_steps`."""
-        c = self.config
-        return c.anneal_lr or (c.eps_fraction > 0 and c.eps_end != c.eps_start)
 
     def init(self, key: jax.Array, hparams: Any, params: Any = None) -> PQNVDNState:
         c = self.config
@@ -106,31 +100,12 @@ class PQNVDN(EnvironmentAlgorithm):
             hparams=hparams,
         )
 
-    def _optimizer(self, hp: Any, lr_scale: jax.Array | float) -> optax.GradientTransformation:
-        """Global-norm clipping, then RAdam or Adam (as PQN's)."""
-        c = self.config
-        scale_by = optax.scale_by_radam if c.optimizer == "radam" else optax.scale_by_adam
-        return optax.flatten(
-            optax.chain(
-                optax.clip_by_global_norm(hp.max_grad_norm),
-                scale_by(eps=c.adam_eps),
-                optax.scale(-hp.lr * lr_scale),
-            )
-        )
-
-    def epsilon(self, state: PQNVDNState) -> jax.Array:
-        """The exploration rate of the update `state` is about to run."""
-        hp = state.hparams
-        return linear_epsilon(
-            state.update_step, self.num_updates, hp.eps_start, hp.eps_end, hp.eps_fraction
-        )
-
     def act(self, state: PQNVDNState, obs, carry, reset, key, deterministic: bool = True):
         """Every agent's action `(B, N)`: greedy, or epsilon-greedy with `eps_end`."""
-        q_values = self.network.apply(state.params, obs["agents"])
+        q_values, mask = self.network.apply(state.params, obs["agents"]), action_mask(obs)
         if deterministic:
-            return jnp.argmax(q_values, axis=-1).astype(jnp.int32), carry
-        return epsilon_greedy(key, q_values, state.hparams.eps_end), carry
+            return jnp.argmax(legal_q_values(q_values, mask), axis=-1).astype(jnp.int32), carry
+        return legal_epsilon_greedy(key, q_values, state.hparams.eps_end, mask), carry
 
     def update(self, state: PQNVDNState) -> tuple[PQNVDNState, dict[str, jax.Array]]:
         """One iteration: epsilon-greedy rollout, Q(lambda) targets of the team reward on
@@ -139,9 +114,10 @@ class PQNVDN(EnvironmentAlgorithm):
         epsilon = self.epsilon(state)
 
         def policy(_, obs, reset, key):
-            q_values = self.network.apply(state.params, obs["agents"])
-            action = epsilon_greedy(key, q_values, epsilon)
-            return None, rollout.PolicyStep(action, {"max_q": max_q_total(q_values, obs["alive"])})
+            q_values, mask = self.network.apply(state.params, obs["agents"]), action_mask(obs)
+            action = legal_epsilon_greedy(key, q_values, epsilon, mask)
+            max_q = max_q_total(legal_q_values(q_values, mask), obs["alive"])
+            return None, rollout.PolicyStep(action, {"max_q": max_q})
 
         keep_final = (lambda _, final: final) if c.bootstrap_truncation else None
         loop, _, key, traj = rollout.rollout(
@@ -162,42 +138,34 @@ class PQNVDN(EnvironmentAlgorithm):
             *parts,
             jax.tree.map(lambda x: x[None], loop.obs),
         )
-        max_after = max_q_total(self.network.apply(state.params, after["agents"]), after["alive"])
-        next_q = jnp.concatenate([traj.extras["max_q"][1:], max_after[-b:][None]])
-        terminated, truncated = traj.terminated, traj.truncated
-        if c.bootstrap_truncation:
-            final_q = max_after[:-b].reshape(t, b)
-            next_q = jnp.where(truncated & ~terminated, final_q, next_q)
-        else:  # a time limit as a terminal state
-            terminated, truncated = traj.done, jnp.zeros_like(truncated)
+        q_after = legal_q_values(
+            self.network.apply(state.params, after["agents"]), action_mask(after)
+        )
+        max_after = max_q_total(q_after, after["alive"])
+        terminated, truncated = time_limits_as_terminal(
+            traj.terminated, traj.truncated, c.bootstrap_truncation
+        )
+        final_q = max_after[:-b].reshape(t, b) if c.bootstrap_truncation else None
+        next_q = next_max_q(traj.extras["max_q"], max_after[-b:], final_q, terminated, truncated)
         reward = acting.team_reward(traj.reward, traj.done) * hp.reward_scale
         targets = q_lambda_targets(reward, terminated, truncated, next_q, hp.gamma, hp.q_lambda)
 
-        lr_scale = 1.0 - state.update_step / c.num_updates if c.anneal_lr else 1.0
-        optimizer = self._optimizer(hp, lr_scale)
-        grad_fn = jax.value_and_grad(self._loss, has_aux=True)
+        lr_scale = annealed_lr_scale(state.update_step, c.num_updates, c.anneal_lr)
         flat = lambda x: x.reshape((c.batch_size,) + x.shape[2:])  # noqa: E731
-        data = jax.tree.map(flat, (traj.obs["agents"], traj.obs["alive"], traj.action, targets))
-
-        def minibatch_step(carry, minibatch):
-            params, opt_state = carry
-            (loss, q_mean), grads = grad_fn(params, *minibatch)
-            updates, opt_state = optimizer.update(grads, opt_state, params)
-            return (optax.apply_updates(params, updates), opt_state), (loss, q_mean)
-
         key, k_epochs = prng.split(key)
-        (params, opt_state), (loss, q_mean) = run_epochs(
-            minibatch_step,
-            (state.params, state.opt_state),
-            data,
+        params, opt_state, metrics = td_epochs(
+            self._loss,
+            self._optimizer(hp, lr_scale),
+            state.params,
+            state.opt_state,
+            jax.tree.map(flat, (traj.obs["agents"], traj.obs["alive"], traj.action, targets)),
             k_epochs,
             num_epochs=c.num_epochs,
             num_minibatches=c.num_minibatches,
         )
         state = PQNVDNState(params, opt_state, loop, key, state.update_step + 1, hp)
         return state, {
-            "loss": loss.mean(),
-            "q_mean": q_mean.mean(),
+            **metrics,
             "epsilon": epsilon,
             "lr": hp.lr * lr_scale,
             **acting.episode_metrics(traj.finished),
