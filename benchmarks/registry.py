@@ -114,6 +114,7 @@ def _offline(name: str, algorithm: str, env: str, seeds: int, minutes: float, ti
         f"{algorithm} --env {env} --dataset data/pendulum_medium_replay.npz --num-seeds {seeds}",
         minutes=minutes,
         runner="offline",
+        canary=algorithm,
         algorithm=algorithm,
         env=env,
         seeds=seeds,

@@ -296,8 +296,6 @@ def run_offline(entry: registry.Entry) -> dict[str, Any]:
     return {
         "per_seed": [float(x) for x in summary[entry.metric]],
         "details": {k: summary.get(k) for k in keep},
-        "canary_note": "no canary yet: an offline learner's tiny run needs a dataset file, "
-        "which benchmarks/canaries.py's static configurations cannot name",
     }
 
 
