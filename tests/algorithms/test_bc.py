@@ -116,6 +116,19 @@ def test_action_accuracy_counts_greedy_agreement():
 # ----------------------------------------------------------------------------- the learner
 
 
+def test_minatar_presets_match_cql_discretes():
+    """bc_breakout_replay and cql_discrete_breakout_replay compare on equal terms: the
+    same network, batch, budget and learning rate (the actor's, the critic's)."""
+    from jaxrl.algorithms.bc.config import PRESETS
+    from jaxrl.algorithms.cql.config import DISCRETE_PRESETS
+
+    for env_id, preset in DISCRETE_PRESETS.items():
+        if env_id.endswith("-MinAtar"):
+            ours = dict(PRESETS[env_id])
+            assert ours.pop("actor_lr") == preset["critic_lr"]
+            assert ours == {k: v for k, v in preset.items() if k != "critic_lr"}
+
+
 @pytest.mark.parametrize(
     "env_id, overrides, match",
     [
