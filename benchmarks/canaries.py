@@ -21,11 +21,21 @@ tolerance only absorbs the CPU type.
 
 The configurations are those of tests/tools/fingerprints.py, with one seed and a log
 row per update.
+
+An offline learner's run needs a dataset file, and one trained from an offline run's
+checkpoint needs that run: a canary's overrides may hold a `TinyDataset` (written by
+`compute` into a temporary directory from uniformly random actions, seed 0: nothing is
+downloaded, and the same code writes the same file) or a `TinyRun` (another canary's
+configuration trained into that directory first), which `compute` replaces by the
+file's or the run's path.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import pathlib
+import tempfile
 from typing import Any
 
 UPDATES = 3  # the last of a few updates' rows: early enough to stay near bit-exact across CPUs
@@ -67,6 +77,58 @@ _AC = dict(
     total_steps=12, batch_size=8, buffer_size=64, learning_starts=8, hidden_sizes=(16, 16)
 )  # one environment step per update: the last updates learn
 
+
+@dataclasses.dataclass(frozen=True)
+class TinyDataset:
+    """A canary's dataset: `steps` steps of uniformly random actions in `num_envs` copies
+    of `env` (PRNG seed 0), their complete episodes (`jaxrl.datasets.collect.rollout`),
+    with fixed reference returns in the metadata so that the normalised score is logged
+    too (any fixed pair would do; these are about Pendulum's random and SAC's returns)."""
+
+    env: str
+    steps: int
+    num_envs: int = 1
+    random_return: float = -1200.0
+    expert_return: float = -150.0
+
+    def write(self, directory: pathlib.Path) -> str:
+        """Writes the dataset as `<env>-random.npz` in `directory` (unless it is there);
+        returns its path."""
+        path = directory / f"{self.env}-random.npz"
+        if path.exists():
+            return str(path)
+        import jax
+
+        from jaxrl import datasets, envs
+        from jaxrl.datasets import collect
+
+        env, params = envs.make(self.env)
+        policy, carry = collect.random_policy(env, params)
+        data = collect.rollout(
+            env, params, policy, carry, jax.random.key(0), self.steps, self.num_envs
+        )
+        data = data.with_metadata(
+            env=self.env, random_return=self.random_return, expert_return=self.expert_return
+        )
+        return str(datasets.save(data, path))
+
+
+@dataclasses.dataclass(frozen=True)
+class TinyRun:
+    """Another canary's run (its configuration, one seed, seed 0), trained first: its
+    directory is the value (rlpd's `init_from`)."""
+
+    canary: str
+
+
+# Offline learners: four updates of 8 gradient steps, one evaluation episode each, on 400
+# random Pendulum steps (two episodes) or 400 random CartPole steps.
+_OFFLINE = dict(
+    total_steps=32, eval_interval=8, eval_episodes=1, batch_size=16, hidden_sizes=(16, 16)
+)
+PENDULUM_DATA = TinyDataset("Pendulum-v1", 400)
+CARTPOLE_DATA = TinyDataset("CartPole-v1", 200, num_envs=2, random_return=20.0, expert_return=500.0)
+
 # The multi-agent algorithms (three updates of 16 steps in 4 environments).
 _MARL = dict(num_envs=4, num_steps=16, num_minibatches=2, hidden_sizes=(16,))
 
@@ -93,6 +155,35 @@ CANARIES: dict[str, tuple[str, str | None, dict[str, Any]]] = {
     "c51": ("c51", "CartPole-v1", {**_OFF, "num_atoms": 11, "v_min": 0.0, "v_max": 20.0}),
     "sac": ("sac", "Pendulum-v1", _AC),
     "td3": ("td3", "Pendulum-v1", _AC),
+    # Offline learners, each on the tiny random dataset of its action space.
+    **{
+        name: (name, "Pendulum-v1", dict(_OFFLINE, dataset=PENDULUM_DATA, **extra))
+        for name, extra in (
+            ("iql", {}),
+            ("td3-bc", {}),
+            ("rebrac", {}),
+            ("cql", {"num_sampled_actions": 2}),
+            ("sac-n", {"num_critics": 3}),
+        )
+    },
+    **{
+        name: (name, "CartPole-v1", dict(_OFFLINE, dataset=CARTPOLE_DATA))
+        for name in ("cql-discrete", "bc")
+    },
+    # RLPD online with the dataset mixed in; and fine-tuning from the rebrac canary's
+    # run (the offline-to-online chain: both learners' code moves its numbers).
+    "rlpd": ("rlpd", "Pendulum-v1", dict(_AC, dataset=PENDULUM_DATA, gradient_steps=2)),
+    "rlpd-from-rebrac": (
+        "rlpd",
+        "Pendulum-v1",
+        dict(
+            _AC,
+            dataset=PENDULUM_DATA,
+            gradient_steps=2,
+            init_from=TinyRun("rebrac"),
+            actor_layer_norm=True,
+        ),
+    ),
     "dreamer": (
         "dreamer",
         "CartPole-v1",
@@ -191,16 +282,33 @@ def _numbers(value: Any) -> list[float]:
 def compute(name: str) -> dict[str, list[list[float]]]:
     """The canary `name`: metric -> one list of numbers per logged update, for the last
     `UPDATES` updates of its tiny run of a few updates (one seed, seed 0)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = _train(name, pathlib.Path(tmp)).metrics[-UPDATES:]
+    keys = sorted({k for row in rows for k in row} - TIMING - {"update"})
+    return {k: [_numbers(row[k]) for row in rows if k in row] for k in keys}
+
+
+def _train(name: str, directory: pathlib.Path, run_dir: str | None = None) -> Any:
+    """The canary's run (one seed, seed 0, a log row per update), its `TinyDataset` and
+    `TinyRun` overrides made in `directory` first."""
     import jaxrl
 
     algorithm, env, overrides = CANARIES[name]
+    made = {}
+    for field, value in overrides.items():
+        if isinstance(value, TinyDataset):
+            value = value.write(directory)
+        elif isinstance(value, TinyRun):
+            run = str(directory / f"run-{value.canary}")
+            _train(value.canary, directory, run_dir=run)
+            value = run
+        made[field] = value
     kwargs = {"env": env} if env else {}
-    result = jaxrl.train(
-        algorithm, num_seeds=1, seed=0, progress=False, log_every=1, **kwargs, **overrides
+    if run_dir is not None:
+        kwargs["run_dir"] = run_dir
+    return jaxrl.train(
+        algorithm, num_seeds=1, seed=0, progress=False, log_every=1, **kwargs, **made
     )
-    rows = result.metrics[-UPDATES:]
-    keys = sorted({k for row in rows for k in row} - TIMING - {"update"})
-    return {k: [_numbers(row[k]) for row in rows if k in row] for k in keys}
 
 
 def close(new: float, old: float) -> bool:

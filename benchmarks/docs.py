@@ -155,11 +155,12 @@ TRAIN_ROWS: tuple[tuple[str, str, str, str, list[str]], ...] = (
     ),
     ("TD3", "`jaxrl train td3 --env ENV`", "continuous (Box) actions", "fused", ["td3_pendulum"]),
     (
-        "Offline RL: IQL, TD3+BC, CQL (continuous and discrete), SAC-N/EDAC, ReBRAC "
-        "(datasets from runs and replay buffers; D4RL-normalised scores; docs/offline.md)",
+        "Offline RL: IQL, TD3+BC, CQL (continuous and discrete), SAC-N/EDAC, ReBRAC, "
+        "behaviour cloning (datasets from runs and replay buffers; D4RL-normalised scores; "
+        "docs/offline.md)",
         "`jaxrl train iql --env ENV --dataset DATA.npz`",
         "datasets (`jaxrl dataset collect`) of continuous-action environments; "
-        "discrete ones for `cql-discrete`",
+        "discrete ones for `cql-discrete` and `bc`",
         "fused",
         [
             "iql_pendulum_medium_replay",
@@ -168,6 +169,7 @@ TRAIN_ROWS: tuple[tuple[str, str, str, str, list[str]], ...] = (
             "sac_n_pendulum_medium_replay",
             "rebrac_pendulum_medium_replay",
             "cql_discrete_breakout_replay",
+            "bc_breakout_replay",
         ],
     ),
     (
@@ -176,7 +178,7 @@ TRAIN_ROWS: tuple[tuple[str, str, str, str, list[str]], ...] = (
         "`jaxrl train rlpd --env ENV --dataset DATA.npz`",
         "continuous (Box) actions",
         "fused",
-        ["rlpd_pendulum_medium_replay"],
+        ["rlpd_pendulum_medium_replay", "rlpd_from_rebrac_pendulum"],
     ),
     (
         "Dreamer (DreamerV3-style world model; `--backbone gru\\|transformer\\|ssm`)",

@@ -7,11 +7,13 @@ transition it collected, random warm-up included) is the dataset. The expert is 
 trained for the preset's full budget; its deterministic mean return over 10 episodes is
 the normalised score's 100, uniformly random actions' the 0 (`jaxrl.datasets.collect`).
 
-Breakout-MinAtar replay: DQN with its MinAtar preset for `BREAKOUT_STEPS` environment
-steps (the registered dqn_breakout budget); its replay buffer's complete episodes are
-the dataset and the same run's greedy policy is the expert.
+Breakout-MinAtar DQN replay (as the DQN Replay Dataset of Agarwal, Schuurmans & Norouzi
+2020, which CQL's Atari experiments subsample, Kumar et al. 2020, sec. 6.2): DQN with its
+MinAtar preset for `BREAKOUT_STEPS` environment steps, its buffer as large as the run, so
+every transition it collected (epsilon-greedy, from random to its final policy) is in
+the dataset; the same run's greedy policy is the expert (the normalised score's 100).
 
-    python -m benchmarks.offline_datasets OUT_DIR [--expert]
+    python -m benchmarks.offline_datasets OUT_DIR [--expert] [--recipe breakout_dqn_replay]
 """
 
 from __future__ import annotations
@@ -32,14 +34,21 @@ episodes: the warm-up's random ones, then a policy on its way to medium)."""
 REFERENCE_EPISODES = 10
 
 
-BREAKOUT_STEPS = 500_000
+BREAKOUT_STEPS = 200_000
+"""DQN's environment steps on Breakout-MinAtar (16 environments; the replay buffer holds
+all of them): a policy on its way, as D4RL's medium-replay, in minutes here."""
 
 
 def breakout_dqn_replay(directory: str | pathlib.Path, expert: bool = True) -> pathlib.Path:
-    """Writes `breakout_dqn_replay.npz` in `directory` from one DQN run (see above)."""
+    """Writes `breakout_dqn_replay.npz` in `directory` from one DQN run (see above); with
+    `expert`, its metadata has the run's greedy return as the normalised score's 100."""
     directory = pathlib.Path(directory)
     entry = get("dqn")
-    config = cfg.replace(entry.default_config("Breakout-MinAtar"), total_steps=BREAKOUT_STEPS)
+    config = cfg.replace(
+        entry.default_config("Breakout-MinAtar"),
+        total_steps=BREAKOUT_STEPS,
+        buffer_size=BREAKOUT_STEPS,
+    )
     run_dir = directory / "dqn"
     train(entry.make(config), RunConfig(run_dir=str(run_dir), seed=0, progress=False))
     data = collect.collect(
@@ -77,12 +86,21 @@ def pendulum_medium_replay(directory: str | pathlib.Path, expert: bool = True) -
     return datasets.save(data, directory / "pendulum_medium_replay.npz")
 
 
+RECIPES = {
+    "pendulum_medium_replay": pendulum_medium_replay,
+    "breakout_dqn_replay": breakout_dqn_replay,
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir")
-    parser.add_argument("--expert", action="store_true", help="train the expert reference too")
+    parser.add_argument("--expert", action="store_true", help="record the expert reference too")
+    parser.add_argument(
+        "--recipe", choices=sorted(RECIPES), default="pendulum_medium_replay", help="the dataset"
+    )
     args = parser.parse_args(argv)
-    path = pendulum_medium_replay(args.out_dir, expert=args.expert)
+    path = RECIPES[args.recipe](args.out_dir, expert=args.expert)
     print(datasets.summary(datasets.load(path)))
     return 0
 

@@ -43,6 +43,12 @@ class Entry:
       outcome-only and with the PRM's step rewards for half the updates (the value: the
       second's held-out pass@1 minus the first's; `PRM_PIPELINE`,
       benchmarks/reproduce.py's `run_prm_pipeline`).
+    * "offline": an offline learner on a dataset recipe of benchmarks/offline_datasets.py
+      (`overrides["dataset"]`), seeds vmapped.
+    * "offline_to_online": per seed s, an offline learner (`overrides["offline"]`) on the
+      recipe's dataset, then `algorithm` online from its run (`init_from`); the value is
+      the environment steps to the `overrides["reference"]` result's return
+      (benchmarks/reproduce.py's `run_offline_to_online`).
     * "script": a benchmark script (`command`), its JSON kept whole under `raw`.
     * "pytest": the wall time of `command`.
     """
@@ -115,6 +121,7 @@ def _offline(name: str, algorithm: str, env: str, seeds: int, minutes: float, ti
         f"{algorithm} --env {env} --dataset data/pendulum_medium_replay.npz --num-seeds {seeds}",
         minutes=minutes,
         runner="offline",
+        canary=algorithm,
         algorithm=algorithm,
         env=env,
         seeds=seeds,
@@ -285,17 +292,27 @@ ENTRIES: tuple[Entry, ...] = (
             ("sac_n", "sac-n", 20, "full"),
         )
     ),
-    dataclasses.replace(
-        _offline("cql_discrete_breakout_replay", "cql-discrete", "Breakout-MinAtar", 5, 60, "full"),
-        measures="cql-discrete on Breakout-MinAtar, the replay buffer of a DQN run "
-        "(benchmarks/offline_datasets.py): normalised score (0 random, 100 the DQN run's "
-        "greedy policy) of 10 final evaluation episodes, per seed",
-        command="python -m benchmarks.offline_datasets data --expert && jaxrl train "
-        "cql-discrete --env Breakout-MinAtar --dataset data/breakout_dqn_replay.npz "
-        "--num-seeds 5",
-        overrides={"dataset": "breakout_dqn_replay"},
-        test=None,
-        label="Breakout-MinAtar, DQN replay",
+    # Discrete CQL against behaviour cloning on the same data (issue 34): the replay of a
+    # DQN run on Breakout-MinAtar (benchmarks/offline_datasets.py, made in each entry by the
+    # same seeded run), both learners' MinAtar presets (the same network and budget).
+    *(
+        dataclasses.replace(
+            _offline(f"{name}_breakout_replay", algorithm, "Breakout-MinAtar", 5, minutes, "full"),
+            measures=f"{algorithm} on Breakout-MinAtar, the whole replay of a DQN run "
+            "(benchmarks/offline_datasets.py): normalised score (0 random, 100 the DQN run's "
+            "greedy policy) of 10 final evaluation episodes, per seed; "
+            f"compare {other}_breakout_replay, trained on the same data",
+            command="python -m benchmarks.offline_datasets data --expert --recipe "
+            f"breakout_dqn_replay && jaxrl train {algorithm} --env Breakout-MinAtar "
+            "--dataset data/breakout_dqn_replay.npz --num-seeds 5",
+            overrides={"dataset": "breakout_dqn_replay"},
+            test=None,
+            label=f"Breakout-MinAtar, DQN replay ({algorithm})",
+        )
+        for name, algorithm, other, minutes in (
+            ("cql_discrete", "cql-discrete", "bc", 30),
+            ("bc", "bc", "cql_discrete", 20),
+        )
     ),
     dataclasses.replace(
         _offline("rlpd_pendulum_medium_replay", "rlpd", "Pendulum-v1", 5, 4, "ci"),
@@ -307,6 +324,47 @@ ENTRIES: tuple[Entry, ...] = (
         unit="return",
         test="test_rlpd.py",
         label="Pendulum, online + medium-replay",
+    ),
+    # --- offline to online (issue 34): ReBRAC's preset on the medium-replay dataset, then
+    # RLPD from its networks with the dataset mixed in, for SAC's preset budget; the value
+    # is when RLPD's return reaches sac_pendulum's (benchmarks/reproduce.py's runner).
+    Entry(
+        name="rlpd_from_rebrac_pendulum",
+        label="Pendulum, RLPD from an offline ReBRAC run: steps to SAC's final return",
+        kind="learning",
+        tier="full",
+        measures="per seed: rebrac (its Pendulum preset) on the medium-replay dataset "
+        "(benchmarks/offline_datasets.py), then rlpd from that run (--init-from) with the "
+        "dataset mixed in, SAC's preset budget of environment steps; the environment steps "
+        "at which rlpd's return over the last 1,200 steps (the window of SAC's final return) "
+        "first reaches sac_pendulum's IQM final return (target: at most half of SAC's 12,000; "
+        "a seed that never does counts as 12,000)",
+        command="python -m benchmarks.offline_datasets data --expert && jaxrl train rebrac "
+        "--env Pendulum-v1 --dataset data/pendulum_medium_replay.npz --seed S --run-dir "
+        "runs/rebrac-S && jaxrl train rlpd --env Pendulum-v1 --dataset "
+        "data/pendulum_medium_replay.npz --init-from runs/rebrac-S --actor-layer-norm true "
+        "--total-steps 12000 --buffer-size 12000 --learning-starts 128 --seed S",
+        minutes=40,
+        runner="offline_to_online",
+        canary="rlpd-from-rebrac",
+        algorithm="rlpd",
+        env="Pendulum-v1",
+        seeds=5,
+        overrides={
+            "dataset": "pendulum_medium_replay",
+            "offline": {"algorithm": "rebrac"},
+            "reference": "sac_pendulum",
+            "total_steps": 12_000,
+            "buffer_size": 12_000,
+            # The warm-started policy acts from the start: random actions only until the
+            # online half of a batch (128) can be drawn.
+            "learning_starts": 128,
+            "actor_layer_norm": True,
+        },
+        metric="steps_to_reference",
+        unit="env steps",
+        test="test_offline_to_online.py",
+        family="offline",
     ),
     # --- Dreamer: presets (100k CartPole; 150k steps, size xs, on MinAtar); 3 seeds, one
     # run takes over 30 minutes here

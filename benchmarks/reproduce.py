@@ -296,14 +296,117 @@ def run_offline(entry: registry.Entry) -> dict[str, Any]:
     return {
         "per_seed": [float(x) for x in summary[entry.metric]],
         "details": {k: summary.get(k) for k in keep},
-        "canary_note": "no canary yet: an offline learner's tiny run needs a dataset file, "
-        "which benchmarks/canaries.py's static configurations cannot name",
+    }
+
+
+def steps_to_threshold(
+    rows: list[dict[str, Any]], threshold: float, window: int
+) -> list[int | None]:
+    """Per agent, the environment steps of the first logged row at which the mean return
+    of the episodes that ended in the last `window` environment steps (the rows after
+    `env_steps - window`, each episode weighing the same, as summary.json's final
+    return weighs them) is at least `threshold`; None if no row gets there. Rows before
+    `window` steps are skipped, so one early episode cannot decide it alone."""
+    agents = len(rows[0]["episodes"])
+    reached: list[int | None] = [None] * agents
+    for i, row in enumerate(rows):
+        now = int(row["env_steps"])
+        if now < window:
+            continue
+        recent = [r for r in rows[: i + 1] if int(r["env_steps"]) > now - window]
+        for a in range(agents):
+            if reached[a] is not None:
+                continue
+            count = sum(float(r["episodes"][a]) for r in recent)
+            total = sum(
+                float(r["episodes"][a]) * float(r["episode_return"][a])
+                for r in recent
+                if r["episodes"][a]
+            )
+            if count and total / count >= threshold:
+                reached[a] = now
+    return reached
+
+
+def run_offline_to_online(entry: registry.Entry) -> dict[str, Any]:
+    """Per seed s: an offline learner (`overrides["offline"]`: its algorithm and config)
+    on the dataset's recipe, seed s, then the entry's algorithm online from its run
+    (`init_from`) with the dataset mixed in, seed s. The value: the environment steps at
+    which its return over the last 10% of the reference result's budget (the window of
+    the reference's final return) first reaches the reference's IQM final return
+    (`overrides["reference"]`, a results file); a seed that never does counts as the
+    whole budget (a lower bound, `reached` False in its details)."""
+    import jaxrl
+    from benchmarks import offline_datasets
+    from jaxrl.training.summary import FINAL_RETURN_WINDOW
+
+    overrides = dict(entry.overrides)
+    recipe = getattr(offline_datasets, overrides.pop("dataset"))
+    offline = dict(overrides.pop("offline"))
+    offline_algorithm = offline.pop("algorithm")
+    reference = registry.get(overrides.pop("reference"))
+    threshold = json.loads((RESULTS / f"{reference.name}.json").read_text())["aggregate"]["iqm"]
+    reference_steps = jaxrl.make_config(
+        reference.algorithm, reference.env, **reference.overrides
+    ).total_steps
+    window = int(round(FINAL_RETURN_WINDOW * reference_steps))
+    budget = overrides["total_steps"]
+    per_seed, details = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = str(recipe(tmp, expert=True))
+        for seed in range(entry.seeds):
+            run_dir = str(pathlib.Path(tmp) / f"{offline_algorithm}-{seed}")
+            pretrained = jaxrl.train(
+                offline_algorithm,
+                env=entry.env,
+                dataset=path,
+                seed=seed,
+                run_dir=run_dir,
+                progress=False,
+                **offline,
+            ).summary
+            result = jaxrl.train(
+                entry.algorithm,
+                env=entry.env,
+                dataset=path,
+                init_from=run_dir,
+                seed=seed,
+                progress=False,
+                log_every=max(1, window // 60),
+                **overrides,
+            )
+            (steps,) = steps_to_threshold(result.metrics, threshold, window)
+            per_seed.append(float(budget if steps is None else steps))
+            details.append(
+                {
+                    "seed": seed,
+                    "reached": steps is not None,
+                    "offline_final_eval_normalized_score": pretrained[
+                        "final_eval_normalized_score_per_agent"
+                    ][0],
+                    "offline_final_eval_return": pretrained["final_eval_returns_per_agent"][0],
+                    "final_return": result.summary["final_return_per_agent"][0],
+                    "train_seconds": result.summary.get("train_seconds"),
+                }
+            )
+            print(f"  seed {seed}: {per_seed[-1]:.0f} steps (reached: {steps is not None})")
+    return {
+        "per_seed": per_seed,
+        "details": {
+            "reference": reference.name,
+            "threshold_return": threshold,
+            "reference_steps": reference_steps,
+            "window_steps": window,
+            "budget_steps": budget,
+            "seeds": details,
+        },
     }
 
 
 RUNNERS = {
     "env": run_env,
     "offline": run_offline,
+    "offline_to_online": run_offline_to_online,
     "task": run_task,
     "lm_pipeline": run_lm_pipeline,
     "prm_pipeline": run_prm_pipeline,

@@ -23,6 +23,7 @@ from jaxrl.training.contract import Algorithm, declared
 # name -> "package:Class"
 _ALGORITHMS = {
     "a2c": "jaxrl.algorithms.a2c:A2C",
+    "bc": "jaxrl.algorithms.bc:BC",
     "c51": "jaxrl.algorithms.c51:C51",
     "cql": "jaxrl.algorithms.cql:CQL",
     "cql-discrete": "jaxrl.algorithms.cql:DiscreteCQL",

@@ -169,7 +169,9 @@ class OfflineAgent(EnvironmentAlgorithm):
     trains_on = "dataset"  # the config's `dataset`; `env` only evaluates (an EnvironmentAlgorithm)
     progress_unit = "gradient_steps"
     eval_extra = ("normalized_score",)
-    action_kind: ClassVar[str] = "continuous"  # or "discrete" (integer actions, as stored)
+    # or "discrete" (integer actions, as stored); a learner of both kinds (bc) sets it on
+    # the instance, from the environment's action space, before this base's __init__.
+    action_kind: ClassVar[str] = "continuous"
     checkpoint_exclude = ("dataset",)
     nan_metrics = ("loss",)
 

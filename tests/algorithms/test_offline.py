@@ -200,7 +200,7 @@ def test_config_errors_name_the_field(dataset_path, cls, overrides, match):
 
 
 def test_offline_learners_train_on_a_dataset_and_are_evaluated_in_an_env(dataset_path):
-    for name in ("iql", "td3-bc", "cql", "cql-discrete", "sac-n", "rebrac"):
+    for name in ("iql", "td3-bc", "cql", "cql-discrete", "sac-n", "rebrac", "bc"):
         entry = algorithms.get(name)
         assert entry.trains_on == "dataset" and api.uses_env(entry)  # --env: evaluation
     assert algorithms.get("rlpd").trains_on == "env"  # online, with a dataset mixed in

@@ -77,6 +77,13 @@ def test_results_without_a_canary_say_why() -> None:
             ), path.name
 
 
+def test_every_registered_canary_exists() -> None:
+    from benchmarks import registry
+
+    named = {e.name: e.canary for e in registry.ENTRIES if e.canary}
+    assert {n: c for n, c in named.items() if c not in canaries.CANARIES} == {}
+
+
 def test_compare_names_a_changed_number_and_accepts_rounding() -> None:
     old = {"loss": [[1.0, 2.0], [0.5, 0.25]], "entropy": [[0.69], [0.68]]}
     rounded = {"loss": [[1.0 + 5e-5, 2.0], [0.5, 0.25]], "entropy": [[0.69], [0.68]]}

@@ -12,12 +12,17 @@ commits on one machine, not checked in:
 
 Each case is an algorithm, an environment (or None for a task) and config overrides
 small enough to train in seconds, chosen so that the parameters move (the GRPO cases
-add a length penalty, so that a random model's rewards differ within a group).
+add a length penalty, so that a random model's rewards differ within a group). The
+offline learners' `dataset` is a `Random` recipe: uniformly random actions (seed 0),
+written to a temporary directory with APIs older commits have too.
 """
 
 import json
+import pathlib
 import sys
+import tempfile
 import time
+from typing import NamedTuple
 
 import jaxrl
 from jaxrl import algorithms
@@ -190,10 +195,57 @@ CASES = {
         },
     ),
 }
+
+
+class Random(NamedTuple):
+    """An offline case's dataset: `steps` steps of uniformly random actions in
+    `num_envs` copies of `env`, PRNG seed 0, the complete episodes."""
+
+    env: str
+    steps: int
+    num_envs: int = 1
+
+    def write(self, directory: pathlib.Path) -> str:
+        import jax
+
+        from jaxrl import datasets, envs
+        from jaxrl.datasets import collect
+
+        env, params = envs.make(self.env)
+        policy, carry = collect.random_policy(env, params)
+        data = collect.rollout(
+            env, params, policy, carry, jax.random.key(0), self.steps, self.num_envs
+        )
+        data = data.with_metadata(env=self.env, random_return=-1200.0, expert_return=-150.0)
+        return str(datasets.save(data, directory / f"{self.env}.npz"))
+
+
+OFFLINE = dict(total_steps=48, eval_interval=16, eval_episodes=1, batch_size=16, hidden_sizes=(16,))
+PENDULUM = Random("Pendulum-v1", 400)
+CARTPOLE = Random("CartPole-v1", 200, 2)
+CASES.update(
+    {
+        name: (algo, env, dict(OFFLINE, dataset=data, **extra))
+        for name, algo, env, data, extra in (
+            ("iql", "iql", "Pendulum-v1", PENDULUM, {}),
+            ("td3-bc", "td3-bc", "Pendulum-v1", PENDULUM, {}),
+            ("rebrac", "rebrac", "Pendulum-v1", PENDULUM, {}),
+            ("cql", "cql", "Pendulum-v1", PENDULUM, {"num_sampled_actions": 2}),
+            ("sac-n", "sac-n", "Pendulum-v1", PENDULUM, {"num_critics": 3}),
+            ("cql-discrete", "cql-discrete", "CartPole-v1", CARTPOLE, {}),
+            ("bc", "bc", "CartPole-v1", CARTPOLE, {}),
+            ("bc-cont", "bc", "Pendulum-v1", PENDULUM, {}),
+        )
+    }
+)
+CASES["rlpd"] = ("rlpd", "Pendulum-v1", dict(AC, dataset=PENDULUM, gradient_steps=2))
+
 out = {}
 names = sys.argv[2:] or list(CASES)
+tmp = pathlib.Path(tempfile.mkdtemp())
 for name in names:
     algo_name, env, over = CASES[name]
+    over = {k: v.write(tmp) if isinstance(v, Random) else v for k, v in over.items()}
     t = time.time()
     try:
         config = jaxrl.make_config(algo_name, env, **over)
