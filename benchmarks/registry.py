@@ -476,7 +476,7 @@ ENTRIES: tuple[Entry, ...] = (
         "SFT warm start of the same seed: held-out step accuracy (binary step labels), per seed",
         command="jaxrl train sft --task addition_steps --seed S --run-dir runs/sft-S && "
         "jaxrl train prm --model runs/sft-S --seed S",
-        minutes=25,
+        minutes=40,
         runner="prm_pipeline",
         canary="prm",
         algorithm="prm",
@@ -504,7 +504,7 @@ ENTRIES: tuple[Entry, ...] = (
         "jaxrl train grpo --task addition_steps --model runs/sft-S --seed S "
         "--total-steps N && jaxrl train grpo --task addition_steps --model runs/sft-S "
         "--seed S --process-reward runs/prm-S --total-steps N/2",
-        minutes=75,
+        minutes=100,
         runner="prm_pipeline",
         canary="prm",
         algorithm="grpo",

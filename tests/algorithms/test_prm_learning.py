@@ -25,7 +25,9 @@ import jaxrl
 from benchmarks import registry
 
 SFT_2_DIGIT = dict(task="addition_steps", digits=2, total_steps=25_600, stop_at_train_accuracy=None)
-PRM_2_DIGIT = dict(task="addition_steps", digits=2, total_steps=32_000)
+# The learning rate the slow tier's thresholds were measured with (the default is lower
+# since: the 3-digit runs of benchmarks/notes/2026-11-28-process-rewards.md).
+PRM_2_DIGIT = dict(task="addition_steps", digits=2, total_steps=32_000, lr=1e-3)
 GRPO_2_DIGIT = dict(task="addition_steps", digits=2, total_steps=50 * 128)
 # benchmarks/reproduce.py's pipeline at a tiny budget: a 1-layer model, 4 outcome-only
 # GRPO updates against 2 with step rewards, trained in 2 segments.
