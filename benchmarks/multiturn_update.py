@@ -32,8 +32,8 @@ the mean turns per episode; per workload `speedup`, the ratio of the median upda
 (without / with reuse, against the target of 1.5), `sampling_speedup`, that of the
 median `sample_seconds`, and `speedup_ceiling`, the update time without reuse over the
 learning step alone: the speedup if sampling with reuse took no time, which bounds what
-any sampler can reach while the learning step is unchanged. The load average is recorded at the
-start and a warning printed above 1.5. Writes JSON to `--out` (default
+any sampler can reach while the learning step is unchanged. The load average is
+recorded at the start and a warning printed above 1.5. Writes JSON to `--out` (default
 benchmarks/results/multiturn_update.json; `python -m benchmarks.reproduce --only
 multiturn_update` writes the results file).
 """

@@ -142,9 +142,8 @@ def add_turn(
     `longest_feedback` was wrong) raises `ValueError`.
     """
     kept_counts = []
-    # The environment's answers repeat across rows (guess: " higher:" or " lower:"), so
-    # each text is encoded once per turn: the host work of a turn, paid with and without
-    # KV reuse, is mostly these per-row Python calls (benchmarks/multiturn_update.py).
+    # The environment's answers repeat across rows (guess: " higher:" or " lower:"): each
+    # text is encoded once per turn (host work between two compiled turns, per row).
     encoded: dict[str, list[int]] = {}
     for i, row in enumerate(rows):
         if row.done:
