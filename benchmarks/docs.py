@@ -413,25 +413,31 @@ def _speed_rows(name: str, raw: dict[str, Any]) -> tuple[list[str], list[list[st
             )
         return ["new tokens", "layouts", "jaxrl / TRL (tokens/s)", "target", "judged"], rows
     if name == "multiturn_update":
-        header = ["game", "KV cache across turns", "s per update", "sampling s", "turns"]
+        header = ["game", "KV cache across turns", "s per update", "sampling s"]
+        header += ["learning s", "turns"]
         rows = []
         for w in raw.get("workloads", []):
             for r in w["variants"]:
+                learning = r.get("learn_seconds_median")  # absent from older files
                 rows.append(
                     [
                         f"1-{w['max_number']} ({w['turns']} turns)",
                         r["variant"],
                         f"{r['update_seconds_median']:.3f}",
                         f"{r['sample_seconds_median']:.3f}",
+                        "-" if learning is None else f"{learning:.3f}",
                         f"{r['turns_mean']:.2f}",
                     ]
                 )
+            ceiling = w.get("speedup_ceiling")
             rows.append(
                 [
                     f"1-{w['max_number']}",
-                    "speedup",
+                    "speedup"
+                    + ("" if ceiling is None else f" (at most {ceiling:.2f}x: learning alone)"),
                     f"{w['speedup']:.2f}x",
                     f"{w['sampling_speedup']:.2f}x",
+                    "",
                     "",
                 ]
             )

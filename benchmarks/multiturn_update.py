@@ -25,12 +25,15 @@ cached logits flipped a sampled token). After one warm-up update each (compilati
 `--repeats` rounds alternate the two, `--updates` timed updates each per round.
 
 Reported per workload and variant: the median and minimum seconds per update, the
-median `sample_seconds` (the update's rounds and host work, from `prepare` to `process`;
-the rest of an update is the learning step, which reads whole rows either way) and the
-mean turns per episode; per workload `speedup`, the ratio of the median update times
-(without / with reuse, against the target of 1.5), and `sampling_speedup`, that of the
-median `sample_seconds`. The load average is recorded at the
-start and a warning printed above 1.5. Writes JSON to `--out` (default
+median `sample_seconds` (the update's rounds and host work, from `prepare` to `process`),
+the median `learn_seconds` (the rest of an update: the learning step, one forward and
+backward pass over the whole episode rows, the same program with or without reuse) and
+the mean turns per episode; per workload `speedup`, the ratio of the median update times
+(without / with reuse, against the target of 1.5), `sampling_speedup`, that of the
+median `sample_seconds`, and `speedup_ceiling`, the update time without reuse over the
+learning step alone: the speedup if sampling with reuse took no time, which bounds what
+any sampler can reach while the learning step is unchanged. The load average is
+recorded at the start and a warning printed above 1.5. Writes JSON to `--out` (default
 benchmarks/results/multiturn_update.json; `python -m benchmarks.reproduce --only
 multiturn_update` writes the results file).
 """
@@ -140,6 +143,9 @@ class Variant:
             "update_seconds_median": statistics.median(self.seconds),
             "update_seconds_min": min(self.seconds),
             "sample_seconds_median": statistics.median(self.sample_seconds),
+            "learn_seconds_median": statistics.median(
+                u - s for u, s in zip(self.seconds, self.sample_seconds, strict=True)
+            ),
             "turns_mean": statistics.fmean(self.turns),
             "cache_slots": self.algo.cache_len if self.algo.reuses_cache else None,
             "context_len": self.algo.context_len,
@@ -175,6 +181,7 @@ def measure(max_number: int, args: argparse.Namespace, tmp: Path) -> dict[str, A
         "variants": rows,
         "speedup": rows[1]["update_seconds_median"] / rows[0]["update_seconds_median"],
         "sampling_speedup": rows[1]["sample_seconds_median"] / rows[0]["sample_seconds_median"],
+        "speedup_ceiling": rows[1]["update_seconds_median"] / rows[0]["learn_seconds_median"],
         "same_params": reuse.fingerprint() == plain.fingerprint(),
     }
 
@@ -211,12 +218,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             print(
                 f"max_number {workload['max_number']}, {row['variant']:>9}: "
                 f"{row['update_seconds_median']:.3f} s per update (min "
-                f"{row['update_seconds_min']:.3f}; sampling {row['sample_seconds_median']:.3f} s;"
-                f" {row['turns_mean']:.2f} turns per episode)"
+                f"{row['update_seconds_min']:.3f}; sampling {row['sample_seconds_median']:.3f} s,"
+                f" learning {row['learn_seconds_median']:.3f} s; {row['turns_mean']:.2f} turns "
+                "per episode)"
             )
         print(
             f"max_number {workload['max_number']}: speedup {workload['speedup']:.2f}x (target "
-            f"{TARGET}x), sampling {workload['sampling_speedup']:.2f}x; same parameters: "
+            f"{TARGET}x; {workload['speedup_ceiling']:.2f}x if sampling with reuse took no "
+            f"time), sampling {workload['sampling_speedup']:.2f}x; same parameters: "
             f"{workload['same_params']}"
         )
     write_results(args.out, result)

@@ -41,7 +41,8 @@ class Entry:
     * "prm_pipeline": per seed s, an SFT warm start and a PRM from it (the value: the
       PRM's `metric`), or with a "grpo" stage two GRPO runs from the warm start too,
       outcome-only and with the PRM's step rewards for half the updates (the value: the
-      second's held-out pass@1 minus the first's; `PRM_PIPELINE`,
+      second's held-out pass@1 minus the first's; the details also hold the second's
+      pass@1 after each of its segments and its updates-to-threshold; `PRM_PIPELINE`,
       benchmarks/reproduce.py's `run_prm_pipeline`).
     * "offline": an offline learner on a dataset recipe of benchmarks/offline_datasets.py
       (`overrides["dataset"]`), seeds vmapped.
@@ -150,13 +151,15 @@ def _speed(name: str, script: str, family: str | None, peer: str, measures: str)
 
 
 # The process-reward pipeline (`grpo_prm_addition_steps`, benchmarks/reproduce.py's
-# `prm_pipeline`): each stage's config overrides, and the outcome-only run's updates
-# (the step-rewarded run gets half).
+# `prm_pipeline`): each stage's config overrides, the outcome-only run's updates (the
+# step-rewarded run gets half) and the segments of the step-rewarded run (held-out
+# pass@1 after each: its updates-to-threshold).
 PRM_PIPELINE: dict[str, Any] = {
     "sft": {"task": "addition_steps"},
     "prm": {"task": "addition_steps"},
     "grpo": {"task": "addition_steps"},
     "updates": 400,
+    "segments": 4,
 }  # 3-digit; the 2-digit exploration behind it: benchmarks/notes/2026-11-28-process-rewards.md
 
 
@@ -561,7 +564,7 @@ ENTRIES: tuple[Entry, ...] = (
         "SFT warm start of the same seed: held-out step accuracy (binary step labels), per seed",
         command="jaxrl train sft --task addition_steps --seed S --run-dir runs/sft-S && "
         "jaxrl train prm --model runs/sft-S --seed S",
-        minutes=25,
+        minutes=40,
         runner="prm_pipeline",
         canary="prm",
         algorithm="prm",
@@ -582,13 +585,14 @@ ENTRIES: tuple[Entry, ...] = (
         "the warm start twice, outcome reward only for `updates` updates and with the PRM's "
         "step rewards for half as many; the held-out pass@1 of the second minus the first's "
         "(>= 0: the step-rewarded run reached the outcome-only final pass@1 in at most half "
-        "the updates)",
+        "the updates); details: the second's pass@1 after each of its `segments` and its "
+        "updates-to-threshold",
         command="jaxrl train sft --task addition_steps --seed S --run-dir runs/sft-S && "
         "jaxrl train prm --model runs/sft-S --seed S --run-dir runs/prm-S && "
         "jaxrl train grpo --task addition_steps --model runs/sft-S --seed S "
         "--total-steps N && jaxrl train grpo --task addition_steps --model runs/sft-S "
         "--seed S --process-reward runs/prm-S --total-steps N/2",
-        minutes=75,
+        minutes=100,
         runner="prm_pipeline",
         canary="prm",
         algorithm="grpo",

@@ -192,11 +192,22 @@ def run_lm_pipeline(entry: registry.Entry) -> dict[str, Any]:
     return {"per_seed": per_seed, "details": details}
 
 
+def updates_to_threshold(curve: list[tuple[int, float]], threshold: float) -> int | None:
+    """The fewest updates in `curve` ((updates, held-out pass@1) pairs, updates
+    increasing) whose pass@1 is at least `threshold`; None when no point reaches it."""
+    return next((updates for updates, value in curve if value >= threshold), None)
+
+
 def run_prm_pipeline(entry: registry.Entry) -> dict[str, Any]:
     """Per seed: an SFT warm start and a PRM from it (the value: the PRM's summary
     `metric`); with a "grpo" stage in `entry.overrides`, then GRPO from the warm start
     with the outcome reward for `updates` updates and with the PRM's step rewards for half
-    as many (the value: the second's held-out pass@1 minus the first's)."""
+    as many (the value: the second's held-out pass@1 minus the first's).
+
+    The step-rewarded run is trained in `segments` equal parts (default 1), each resuming
+    the last (`resume=True`, the same run as one call), with held-out pass@1 after each:
+    the curve and `updates_to_threshold`, the fewest of those updates whose pass@1
+    reaches the outcome-only run's final pass@1 (None: not within half the updates)."""
     import jaxrl
 
     stages = entry.overrides
@@ -231,22 +242,31 @@ def run_prm_pipeline(entry: registry.Entry) -> dict[str, Any]:
                 outcome = jaxrl.train(
                     "grpo", total_steps=stages["updates"] * per_update, **common
                 ).summary
-                process = jaxrl.train(
-                    "grpo",
-                    total_steps=stages["updates"] // 2 * per_update,
-                    process_reward=str(prm_dir),
-                    **common,
-                ).summary
+                half, segments = stages["updates"] // 2, stages.get("segments", 1)
+                curve, seconds = [], 0.0
+                for k in range(1, segments + 1):
+                    process = jaxrl.train(
+                        "grpo",
+                        total_steps=half * k // segments * per_update,
+                        process_reward=str(prm_dir),
+                        run_dir=str(pathlib.Path(tmp) / "grpo-prm"),
+                        resume=k > 1,
+                        **common,
+                    ).summary
+                    curve.append((half * k // segments, process["pass@1_after"]))
+                    seconds += process.get("train_seconds") or 0.0
                 value = process["pass@1_after"] - outcome["pass@1_after"]
                 detail.update(
                     {
                         "pass@1_before": outcome.get("pass@1_before"),
+                        "outcome_updates": stages["updates"],
                         "outcome_pass@1_after": outcome["pass@1_after"],
                         "process_pass@1_after_half": process["pass@1_after"],
-                        "grpo_train_seconds": [
-                            outcome.get("train_seconds"),
-                            process.get("train_seconds"),
-                        ],
+                        "process_pass@1_curve": curve,
+                        "updates_to_threshold": updates_to_threshold(
+                            curve, outcome["pass@1_after"]
+                        ),
+                        "grpo_train_seconds": [outcome.get("train_seconds"), seconds],
                     }
                 )
         per_seed.append(float(value))

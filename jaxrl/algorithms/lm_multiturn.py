@@ -142,6 +142,9 @@ def add_turn(
     `longest_feedback` was wrong) raises `ValueError`.
     """
     kept_counts = []
+    # The environment's answers repeat across rows (guess: " higher:" or " lower:"): each
+    # text is encoded once per turn (host work between two compiled turns, per row).
+    encoded: dict[str, list[int]] = {}
     for i, row in enumerate(rows):
         if row.done:
             kept_counts.append(0)
@@ -168,7 +171,9 @@ def add_turn(
         if feedback is None:
             row.done = True
             continue
-        feedback_ids = encode_text(tokenizer, feedback)
+        if feedback not in encoded:
+            encoded[feedback] = encode_text(tokenizer, feedback)
+        feedback_ids = encoded[feedback]
         if len(feedback_ids) > feedback_len:
             raise ValueError(
                 f"task {task.name!r} gave feedback of {len(feedback_ids)} tokens, more than "
@@ -295,10 +300,9 @@ class CacheSlots:
         self.mask[:, self.index : decode_start] = self.block
         self.cached += self.block.sum(1)
         written = cache_index - decode_start
-        for i, count in enumerate(kept):
-            n = min(count, written)
-            self.mask[i, decode_start : decode_start + n] = True
-            self.cached[i] += n
+        held = np.minimum(np.asarray(kept, np.int64), written)  # decoded tokens cached per row
+        self.mask[:, decode_start:cache_index] = np.arange(written)[None, :] < held[:, None]
+        self.cached += held
         self.index, self.block = int(cache_index), None
 
 

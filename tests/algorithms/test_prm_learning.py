@@ -15,6 +15,7 @@ on step-by-step addition (`addition_steps`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 
@@ -24,8 +25,36 @@ import jaxrl
 from benchmarks import registry
 
 SFT_2_DIGIT = dict(task="addition_steps", digits=2, total_steps=25_600, stop_at_train_accuracy=None)
-PRM_2_DIGIT = dict(task="addition_steps", digits=2, total_steps=32_000)
+# The learning rate the slow tier's thresholds were measured with (the default is lower
+# since: the 3-digit runs of benchmarks/notes/2026-11-28-process-rewards.md).
+PRM_2_DIGIT = dict(task="addition_steps", digits=2, total_steps=32_000, lr=1e-3)
 GRPO_2_DIGIT = dict(task="addition_steps", digits=2, total_steps=50 * 128)
+# benchmarks/reproduce.py's pipeline at a tiny budget: a 1-layer model, 4 outcome-only
+# GRPO updates against 2 with step rewards, trained in 2 segments.
+TINY_MODEL = dict(num_layers=1, hidden_size=32, num_heads=2, num_kv_heads=2, mlp_size=64)
+TINY_PIPELINE = {
+    "sft": dict(
+        task="addition_steps",
+        digits=2,
+        **TINY_MODEL,
+        total_steps=640,
+        stop_at_train_accuracy=None,
+        num_eval=16,
+        eval_batch_size=16,
+    ),
+    "prm": dict(task="addition_steps", digits=2, total_steps=320, batch_size=32, num_eval=16),
+    "grpo": dict(
+        task="addition_steps",
+        digits=2,
+        num_prompts=4,
+        group_size=4,
+        num_eval=16,
+        eval_samples=2,
+        eval_batch_size=32,
+    ),
+    "updates": 4,
+    "segments": 2,
+}
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +97,29 @@ def test_grpo_learns_from_prm_step_rewards(step_runs):
     gain = summary["pass@1_after"] - summary["pass@1_before"]
     print(f"pass@1 {summary['pass@1_before']:.3f} -> {summary['pass@1_after']:.3f}")
     assert gain >= GRPO_PRM_GAIN, summary
+
+
+@pytest.mark.slow
+def test_the_pipeline_records_the_step_rewarded_runs_curve():
+    """SFT -> PRM -> outcome-only GRPO and step-rewarded GRPO in segments (resumed), as
+    `grpo_prm_addition_steps` runs them: the value is the last segment's pass@1 minus
+    the outcome-only run's, the curve has one point per segment."""
+    from benchmarks import reproduce
+
+    entry = dataclasses.replace(
+        registry.get("grpo_prm_addition_steps"), seeds=1, overrides=TINY_PIPELINE
+    )
+    measured = reproduce.run_prm_pipeline(entry)
+    print(measured)
+    (detail,) = measured["details"]
+    curve = detail["process_pass@1_curve"]
+    outcome = detail["outcome_pass@1_after"]
+    assert [updates for updates, _ in curve] == [1, 2]
+    assert all(0.0 <= value <= 1.0 for _, value in curve)
+    assert detail["process_pass@1_after_half"] == curve[-1][1]
+    assert measured["per_seed"] == [pytest.approx(curve[-1][1] - outcome)]
+    assert detail["updates_to_threshold"] == reproduce.updates_to_threshold(curve, outcome)
+    assert 0.0 <= detail["prm_eval_step_accuracy"] <= 1.0
 
 
 @pytest.mark.full

@@ -43,14 +43,18 @@ class PRMConfig(LMConfig):
     max_len: int | None = None
     """Tokens per row, prompt + solution + eos (None: the task's longest)."""
     # -- budget (solutions per agent; see the module docstring)
-    total_steps: int = 64_000
-    """Labelled solutions per agent."""
+    total_steps: int = 128_000
+    """Labelled solutions per agent. A PRM from the SFT warm start first predicts the
+    label prior (every step "correct") and leaves that plateau after a number of updates
+    that varies from seed to seed, so the budget leaves the slow seeds room to finish
+    (benchmarks/notes/2026-11-28-process-rewards.md, "Why the seeds differed")."""
     batch_size: int = 64
     """Solutions per update."""
     micro_batches: int = 1
     """Gradient-accumulation steps per update (same update, less activation memory)."""
-    lr: float = 1e-3
-    """Peak learning rate (AdamW)."""
+    lr: float = 3e-4
+    """Peak learning rate (AdamW). Fine-tuning the warm start's body with its new head:
+    at SFT's 1e-3 some seeds never left the label prior (the notes above)."""
     lr_schedule: str = "cosine"
     """After warmup: "cosine" (to 0 at the last update) or "constant"."""
 
