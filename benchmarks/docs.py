@@ -201,7 +201,13 @@ TRAIN_ROWS: tuple[tuple[str, str, str, str, list[str]], ...] = (
         "`jaxrl train ippo --env SimpleSpread-MPE`",
         "multi-agent environments in `jaxrl envs`; `jaxmarl:ID` with the `[jaxmarl]` extra",
         "fused",
-        ["ippo_simple_spread", "mappo_simple_spread", "pqn_vdn_simple_spread"],
+        [
+            "ippo_simple_spread",
+            "mappo_simple_spread",
+            "pqn_vdn_simple_spread",
+            "ippo_smax_3m",
+            "mappo_smax_3m",
+        ],
     ),
     (
         "SFT of a Llama-style LM (full or LoRA)",
