@@ -54,7 +54,7 @@ class PRMConfig(LMConfig):
     """Gradient-accumulation steps per update (same update, less activation memory)."""
     lr: float = 3e-4
     """Peak learning rate (AdamW). Fine-tuning the warm start's body with its new head:
-    at SFT's 1e-3 some seeds never left the label prior (the notes above)."""
+    at SFT's 1e-3 some seeds barely left the label prior (the notes above)."""
     lr_schedule: str = "cosine"
     """After warmup: "cosine" (to 0 at the last update) or "constant"."""
 
