@@ -84,8 +84,8 @@ class TinyDataset:
     of `env` (PRNG seed 0), their complete episodes (`jaxrl.datasets.collect.rollout`),
     with reference returns 0 and 100 in the metadata, so that the normalised score is
     logged and equals the return: it rounds as the return does across CPUs (realistic
-    references put a random policy's score near 0, where the relative tolerance
-    magnifies rounding: 7e-5 under XLA's SSE4.2 cap with Pendulum's -1,200 and -150)."""
+    references put a random policy's score near 0, where the relative tolerance is thin;
+    benchmarks/notes/2026-11-27-canary-tolerance.md)."""
 
     env: str
     steps: int
