@@ -12,6 +12,7 @@ with a dagger; one not measured at all says how to measure it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 import re
@@ -46,6 +47,8 @@ def load(name: str) -> dict[str, Any] | None:
 
 def number(x: float, unit: str = "return") -> str:
     """A value at the precision its scale deserves (accuracies to 3 decimals)."""
+    if unit.endswith("steps"):  # a count of steps (rlpd_from_rebrac_pendulum's)
+        return f"{x:,.0f}"
     if unit not in ("return", "score"):
         return f"{x:+.3f}" if "gain" in unit else f"{x:.3f}"
     if abs(x) >= 100:
@@ -59,9 +62,10 @@ def _steps(entry: registry.Entry) -> str:
         import jaxrl
 
         config_file = ROOT / entry.config_file if entry.config_file else None
-        config = jaxrl.make_config(
-            entry.algorithm, entry.env, config_file=config_file, **entry.overrides
-        )
+        # Only the config's fields: a pipeline's overrides also name its other stages.
+        fields = {f.name for f in dataclasses.fields(jaxrl.algorithms.get(entry.algorithm).Config)}
+        overrides = {k: v for k, v in entry.overrides.items() if k in fields}
+        config = jaxrl.make_config(entry.algorithm, entry.env, config_file=config_file, **overrides)
         steps = config.total_steps
     return f"{steps // 1000:,}k steps" if steps else ""
 
