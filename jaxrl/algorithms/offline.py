@@ -73,6 +73,22 @@ FINAL_EVAL_EPISODES = 10
 default)."""
 
 
+def minatar_preset(lr_field: str) -> dict[str, Any]:
+    """The discrete offline learners' MinAtar preset, with its learning rate under
+    `lr_field` (cql-discrete's critic, bc's actor): DQN's network, batch and learning
+    rate (Young & Tian 2019: one 3x3 convolution of 16 channels, a hidden layer of 128,
+    batch 32, 2.5e-4) for 50k gradient steps, an evaluation every 5k. One definition, so
+    that bc_breakout_replay and cql_discrete_breakout_replay compare on equal terms."""
+    return {
+        "total_steps": 50_000,
+        "eval_interval": 5_000,
+        "batch_size": 32,
+        lr_field: 2.5e-4,
+        "network": "conv",
+        "hidden_sizes": (128,),
+    }
+
+
 @dataclasses.dataclass(frozen=True)
 class OfflineConfig:
     """Fields shared by every offline learner (see `jaxrl/algorithms/offline.py`)."""

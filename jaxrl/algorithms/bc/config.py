@@ -12,7 +12,7 @@ import dataclasses
 from typing import Any
 
 from jaxrl import config as cfg
-from jaxrl.algorithms.offline import OfflineConfig
+from jaxrl.algorithms.offline import OfflineConfig, minatar_preset
 from jaxrl.algorithms.qlearning import MINATAR_GAMES, NETWORKS
 
 __all__ = ["BCConfig", "PRESETS", "SWEEPABLE"]
@@ -51,14 +51,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # CartPole as cql-discrete's preset.
     "CartPole-v1": {"total_steps": 10_000, "hidden_sizes": (64, 64), "actor_lr": 1e-3},
 }
-# MinAtar: cql-discrete's preset (DQN's network, batch and learning rate), so that the two
-# compare on equal terms (bc_breakout_replay against cql_discrete_breakout_replay).
+# MinAtar: cql-discrete's preset (`offline.minatar_preset`), so that the two compare on
+# equal terms (bc_breakout_replay against cql_discrete_breakout_replay).
 for _game in MINATAR_GAMES:
-    PRESETS[f"{_game}-MinAtar"] = {
-        "total_steps": 50_000,
-        "eval_interval": 5_000,
-        "batch_size": 32,
-        "actor_lr": 2.5e-4,
-        "network": "conv",
-        "hidden_sizes": (128,),
-    }
+    PRESETS[f"{_game}-MinAtar"] = minatar_preset("actor_lr")

@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any
 
 from jaxrl import config as cfg
-from jaxrl.algorithms.offline import OfflineConfig, SoftOfflineConfig
+from jaxrl.algorithms.offline import OfflineConfig, SoftOfflineConfig, minatar_preset
 from jaxrl.algorithms.qlearning import MINATAR_GAMES, NETWORKS
 
 __all__ = [
@@ -110,15 +110,6 @@ DISCRETE_PRESETS: dict[str, dict[str, Any]] = {
     # Small datasets of short episodes: few gradient steps, small networks.
     "CartPole-v1": {"total_steps": 10_000, "hidden_sizes": (64, 64), "critic_lr": 1e-3},
 }
-# MinAtar: DQN's network, batch and learning rate (Young & Tian 2019: one 3x3 convolution
-# of 16 channels, a hidden layer of 128, batch 32, 2.5e-4) for 50k gradient steps, an
-# evaluation every 5k; bc's MinAtar preset is the same.
+# MinAtar: the discrete offline learners' shared preset (`offline.minatar_preset`).
 for _game in MINATAR_GAMES:
-    DISCRETE_PRESETS[f"{_game}-MinAtar"] = {
-        "total_steps": 50_000,
-        "eval_interval": 5_000,
-        "batch_size": 32,
-        "critic_lr": 2.5e-4,
-        "network": "conv",
-        "hidden_sizes": (128,),
-    }
+    DISCRETE_PRESETS[f"{_game}-MinAtar"] = minatar_preset("critic_lr")

@@ -47,7 +47,7 @@ class PRMConfig(LMConfig):
     """Labelled solutions per agent. A PRM from the SFT warm start first predicts the
     label prior (every step "correct") and leaves that plateau after a number of updates
     that varies from seed to seed, so the budget leaves the slow seeds room to finish
-    (benchmarks/notes/2026-11-28-process-rewards.md, "Why the seeds differed")."""
+    (the per-seed accuracies: benchmarks/results/prm_addition_steps.json)."""
     batch_size: int = 64
     """Solutions per update."""
     micro_batches: int = 1
