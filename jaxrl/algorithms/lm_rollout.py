@@ -63,6 +63,8 @@ from jaxrl.config import ConfigError
 from jaxrl.lm import Transformer
 from jaxrl.rewards import blocks as reward_blocks
 
+# Re-exported so that imports from this module keep working; a constant is read where
+# it is defined (patch `lm_rollout_rewards.STALL_UPDATES`, not this copy).
 __all__ = [
     "PASS_AT_KS",
     "RL_SWEEPABLE",
