@@ -50,7 +50,7 @@ def number(x: float, unit: str = "return") -> str:
     if unit.endswith("steps"):  # a count of steps (rlpd_from_rebrac_pendulum's)
         return f"{x:,.0f}"
     if unit not in ("return", "score"):
-        return f"{x:+.3f}" if "gain" in unit else f"{x:.3f}"
+        return f"{x:+.3f}" if "gain" in unit or "difference" in unit else f"{x:.3f}"
     if abs(x) >= 100:
         return f"{x:.0f}"
     return f"{x:.1f}" if abs(x) >= 10 else f"{x:.2f}"
@@ -655,6 +655,51 @@ def probe_accuracy() -> str:
     return "\n".join(lines)
 
 
+def _interval(agg: dict[str, Any] | None, fmt: str) -> str:
+    """`IQM [low, high]` of an aggregate with `fmt` (a format spec); "-" for none."""
+    if not agg:
+        return "-"
+    low, high = agg["iqm_ci95"]
+    return f"{agg['iqm']:{fmt}} [{low:{fmt}}, {high:{fmt}}]"
+
+
+def variants_table(name: str) -> str:
+    """An `lm_pipeline` entry with variants (benchmarks/lm_pipeline.py), one row per
+    variant: held-out pass@1, its difference to the baseline, the speed-up to the
+    baseline's final training pass@1 (and to within the tolerance), the mean training
+    time and sampler-learner KL."""
+    entry, record = registry.get(name), load(name)
+    if record is None or "variants" not in record:
+        return f"`{name}`: not measured yet (`python -m benchmarks.reproduce --only {name}`)."
+    baseline = entry.overrides["baseline"]
+    mark = LOADED if record.get("loaded") else ""
+    lines = [
+        f"`{name}` ({record['aggregate']['n']} seeds, {record.get('devices', 1)} CPU "
+        f"device(s), commit {record['commit'][:7]}, load {record['load_average_at_start'][0]:.1f}"
+        f"{mark}): IQM [95% CI] over seeds",
+        "",
+        f"| variant | held-out pass@1 | minus `{baseline}` | speed-up to `{baseline}`'s final "
+        "pass@1 (seeds) | the same within 0.03 (seeds) | train s (mean) | sampler-learner "
+        "KL (mean) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for variant, agg in record["variants"].items():
+        kl = agg.get("rollout_kl_mean")
+        seconds = agg.get("train_seconds_mean")
+        cells = [
+            f"`{variant}`",
+            _interval(agg["pass@1_after"], ".3f"),
+            _interval(agg.get("pass@1_difference"), "+.3f"),
+            f"{_interval(agg.get('speedup'), '.2f')} ({agg.get('speedup_reached', '-')})",
+            f"{_interval(agg.get('speedup_within'), '.2f')} "
+            f"({agg.get('speedup_within_reached', '-')})",
+            "-" if seconds is None else f"{seconds:.0f}",
+            "-" if kl is None else f"{kl:.2g}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 # benchmarks/plan_tpu.py's cases (not imported: it is a script, run in libtpu's venv).
 _PLAN_CASES = ("llama3_8b_v5e_2x4", "llama3_8b_v5e_4x4", "qwen3_06b_v5e_2x2")
 _PLAN_MISSING = (
@@ -675,6 +720,11 @@ BLOCKS: dict[str, Callable[[], str]] = {
     **{f"plan-{case}": (lambda case=case: plan_table(case)) for case in _PLAN_CASES},
     "plan-probe-accuracy": probe_accuracy,
     "devices-grpo": devices_table,
+    **{
+        f"variants-{e.name}": (lambda name=e.name: variants_table(name))
+        for e in registry.ENTRIES
+        if "variants" in e.overrides
+    },
     **{
         f"learning-{family}": (lambda family=family: learning_table(_family_names(family)))
         for family in ("ppo", "pqn", "dqn", "c51", "sac", "td3", "dreamer")

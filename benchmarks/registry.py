@@ -37,7 +37,10 @@ class Entry:
     * "task": the same for a language-model algorithm on its task (no env).
     * "lm_pipeline": per seed s, the default SFT warm start (`jaxrl train sft --task
       addition`, seed s; or with `overrides["sft"]`, a dict of SFT fields), then
-      `algorithm` from it with the other `overrides`, seed s; seeds are sequential.
+      `algorithm` from it with the other `overrides`, seed s; seeds are sequential. With
+      `overrides["variants"]`, several runs from each warm start, compared with the
+      `"baseline"` one (benchmarks/lm_pipeline.py); with `devices` N > 1, all of it in
+      a subprocess with N emulated CPU devices.
     * "prm_pipeline": per seed s, an SFT warm start and a PRM from it (the value: the
       PRM's `metric`), or with a "grpo" stage two GRPO runs from the warm start too,
       outcome-only and with the PRM's step rewards for half the updates (the value: the
@@ -74,6 +77,7 @@ class Entry:
     family: str | None = None  # README's row / the figure it belongs to
     label: str | None = None  # how a table names it (default: the environment)
     extra: str | None = None  # the optional extra (pyproject) it needs; checked before it runs
+    devices: int = 1  # "lm_pipeline": CPU devices of the process that runs it (emulated)
 
 
 def _env(
@@ -493,6 +497,77 @@ ENTRIES: tuple[Entry, ...] = (
         metric="pass@1_gain",
         unit="pass@1 gain",
         test="test_grpo_learning.py",
+        family="grpo",
+    ),
+    # Issue 32's learning targets: asynchronous GRPO and a bfloat16 sampler against
+    # synchronous float32 GRPO, from the warm starts of grpo_addition (the SFT stage on one
+    # device, as grpo_addition's), with its 1,600 updates; per seed, the headline variant's
+    # held-out pass@1 minus the baseline's (benchmarks/lm_pipeline.py, "variants").
+    Entry(
+        name="grpo_async_addition",
+        label="addition, sampler 1 and 2 versions behind (2 devices): pass@1 minus "
+        "synchronous GRPO's",
+        kind="learning",
+        tier="full",
+        measures="GRPO with every default (1,600 updates) after the default SFT warm start "
+        "of the same seed, on 2 emulated CPU devices: synchronous (both devices "
+        "data-parallel) and asynchronous at staleness 1 and 2 (sampler on one device, "
+        "learner on the other, token_tis correction); per seed, held-out pass@1 at "
+        "staleness 2 minus synchronous (staleness 1 and the wall time to synchronous's "
+        "final pass@1 in `variants`)",
+        command="export XLA_FLAGS=--xla_force_host_platform_device_count=2; jaxrl train "
+        "sft --task addition --num-devices 1 --seed S --run-dir runs/sft-S && jaxrl train "
+        "grpo --task addition --model runs/sft-S --seed S, then the same with "
+        "--async-staleness K --rollout-correction token_tis for K = 1, 2",
+        minutes=40,
+        runner="lm_pipeline",
+        canary="grpo",
+        algorithm="grpo",
+        seeds=5,
+        overrides={
+            "sft": {"num_devices": 1},
+            "variants": {
+                "sync": {},
+                "staleness_1": {"async_staleness": 1, "rollout_correction": "token_tis"},
+                "staleness_2": {"async_staleness": 2, "rollout_correction": "token_tis"},
+            },
+            "baseline": "sync",
+            "headline": "staleness_2",
+        },
+        metric="pass@1_difference",
+        unit="pass@1 difference",
+        family="grpo",
+        devices=2,
+    ),
+    Entry(
+        name="grpo_bf16_sampler_addition",
+        label="addition, bfloat16 sampler with truncated IS: pass@1 minus float32 GRPO's",
+        kind="learning",
+        tier="full",
+        measures="GRPO with every default (1,600 updates) after the default SFT warm start "
+        "of the same seed: sampling in float32 (the learner's dtype), in bfloat16 with "
+        "token-level truncated importance sampling (token_tis, cap 2), and in bfloat16 "
+        "uncorrected; per seed, held-out pass@1 of bfloat16 + token_tis minus float32 "
+        "(the uncorrected run and the mismatch metrics in `variants`)",
+        command="jaxrl train sft --task addition --seed S --run-dir runs/sft-S && "
+        "jaxrl train grpo --task addition --model runs/sft-S --seed S [--sampler-dtype "
+        "bfloat16 [--rollout-correction token_tis]]",
+        minutes=45,
+        runner="lm_pipeline",
+        canary="grpo",
+        algorithm="grpo",
+        seeds=5,
+        overrides={
+            "variants": {
+                "float32": {},
+                "bf16_token_tis": {"sampler_dtype": "bfloat16", "rollout_correction": "token_tis"},
+                "bf16_uncorrected": {"sampler_dtype": "bfloat16"},
+            },
+            "baseline": "float32",
+            "headline": "bf16_token_tis",
+        },
+        metric="pass@1_difference",
+        unit="pass@1 difference",
         family="grpo",
     ),
     *(

@@ -35,7 +35,7 @@ import tempfile
 import time
 from typing import Any
 
-from benchmarks import canaries, registry
+from benchmarks import canaries, lm_pipeline, registry
 from jaxrl import stats
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -149,47 +149,6 @@ def run_task(entry: registry.Entry) -> dict[str, Any]:
         "per_seed": [float(x) for x in summary[entry.metric]],
         "details": {k: summary.get(k) for k in keep},
     }
-
-
-def run_lm_pipeline(entry: registry.Entry) -> dict[str, Any]:
-    """Per seed: an SFT warm start (the default one, or with `entry.overrides["sft"]`),
-    then the entry's algorithm from it with the other overrides."""
-    import jaxrl
-
-    overrides = dict(entry.overrides)
-    sft_overrides = overrides.pop("sft", {})
-    per_seed, details = [], []
-    for seed in range(entry.seeds):
-        with tempfile.TemporaryDirectory() as tmp:
-            sft_dir = pathlib.Path(tmp) / "sft"
-            warm = jaxrl.train(
-                "sft", seed=seed, progress=False, run_dir=str(sft_dir), **sft_overrides
-            ).summary
-            summary = jaxrl.train(
-                entry.algorithm,
-                model=str(sft_dir),
-                seed=seed,
-                progress=False,
-                **overrides,
-            ).summary
-        if entry.metric == "pass@1_gain":
-            value = summary["pass@1_after"] - summary["pass@1_before"]
-        elif entry.metric == "eval_accuracy_gain":
-            value = summary["eval_accuracy"] - summary["eval_accuracy_before"]
-        else:
-            value = summary[entry.metric]
-        per_seed.append(float(value))
-        wanted = ("pass@1_before", "pass@1_after", "eval_accuracy_before", "eval_accuracy")
-        details.append(
-            {
-                "seed": seed,
-                "sft_eval_accuracy": warm.get("eval_accuracy"),
-                **{k: summary[k] for k in wanted if k in summary},
-                "train_seconds": summary.get("train_seconds"),
-            }
-        )
-        print(f"  seed {seed}: {value:.4f}", flush=True)
-    return {"per_seed": per_seed, "details": details}
 
 
 def updates_to_threshold(curve: list[tuple[int, float]], threshold: float) -> int | None:
@@ -428,7 +387,7 @@ RUNNERS = {
     "offline": run_offline,
     "offline_to_online": run_offline_to_online,
     "task": run_task,
-    "lm_pipeline": run_lm_pipeline,
+    "lm_pipeline": lm_pipeline.run,
     "prm_pipeline": run_prm_pipeline,
     "script": run_script,
     "pytest": run_pytest,

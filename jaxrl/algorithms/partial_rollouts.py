@@ -18,8 +18,14 @@ The carry lives in the host state (`carry`: per agent, a list of groups, each
 a checkpoint holds the unfinished rows and a resumed run continues them exactly as the
 uninterrupted run does (float32 log-probs survive JSON's float64 unchanged).
 
+`PartialRollouts` is the algorithm's side, a mixin of `RolloutAlgorithm`
+(`lm_rollout.py`): `prepare_partial` (the queue and the sampler's prefix of the carried
+rows), `continuation` (the sampler's arguments) and `wait_for_groups` (which rows are
+learned from, which groups are carried); `prepare`, `collect` and `process` call them
+with `--partial-rollouts`.
+
 What does not live here: the sampler (jaxrl/lm/continuous.py) and the update's phases
-(jaxrl/algorithms/lm_rollout.py calls these).
+(`lm_rollout_sampling.py`, `lm_rollout_rewards.py`).
 """
 
 from __future__ import annotations
@@ -27,9 +33,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import jax
 import numpy as np
 
 from jaxrl import tasks
+from jaxrl.lm.continuous import Prefix
 
 
 def carried_examples(groups: Sequence[dict[str, Any]]) -> list[tasks.Example]:
@@ -100,3 +108,70 @@ def carry(
             }
         )
     return out
+
+
+class PartialRollouts:
+    """The partial-rollout hooks of a token-rollout algorithm (see the module docstring).
+    `RolloutAlgorithm` provides what they read: `config`, `tokenizer`, `prompt_len`,
+    `max_new_tokens`, `draw_examples` and `prompt_tokens`."""
+
+    def prepare_partial(self, host_state: dict[str, Any]) -> tuple[dict[str, np.ndarray], dict]:
+        """`prepare` with partial rollouts: each agent's queue is its carried groups, then
+        as many new prompts as make `num_prompts` (drawn as `draw_examples` draws), with
+        the sampler's prefix of the carried rows (`prefix_arrays`)."""
+        c = self.config
+        carried = host_state["carry"]
+        drawn, host_state = self.draw_examples(
+            host_state, [c.num_prompts - len(groups) for groups in carried]
+        )
+        examples = [
+            carried_examples(groups) + new for groups, new in zip(carried, drawn, strict=True)
+        ]
+        padded = [
+            self.prompt_tokens(agent_examples, self.prompt_len) for agent_examples in examples
+        ]
+        prefixes = [
+            prefix_arrays(
+                groups, c.num_prompts, c.group_size, self.max_new_tokens, self.tokenizer.pad_id
+            )
+            for groups in carried
+        ]
+        inputs = {
+            "tokens": np.stack([t for t, _ in padded]),
+            "mask": np.stack([m for _, m in padded]),
+            **{name: np.stack([p[name] for p in prefixes]) for name in prefixes[0]},
+        }
+        carried_tokens = int(sum(p["prefix_lengths"].sum() for p in prefixes))
+        rollout = {"examples": examples, "carried_tokens": carried_tokens}
+        return inputs, {**host_state, "rollout": rollout}
+
+    def continuation(self, prompts: dict[str, jax.Array]) -> dict[str, Any]:
+        """The sampler's partial-rollout arguments: `token_budget` and the `prefix` of the
+        carried rows (`prepare_partial`'s); none without partial rollouts."""
+        if not self.config.partial_rollouts:
+            return {}
+        prefix = Prefix(
+            tokens=prompts["prefix_tokens"],
+            logprobs=prompts["prefix_logprobs"],
+            lengths=prompts["prefix_lengths"],
+            finished=prompts["prefix_finished"],
+        )
+        return {"token_budget": self.config.rollout_token_budget, "prefix": prefix}
+
+    def wait_for_groups(
+        self, collected: dict[str, np.ndarray], examples: Sequence[tasks.Example]
+    ) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        """Partial rollouts, one agent: which rows to learn from (those of groups whose
+        completions have all ended) and the other groups, to carry to the next update
+        with their tokens and behaviour log-probs so far (`carry`)."""
+        g = self.config.group_size
+        ended = ended_groups(collected["lengths"], collected["finished"], g, self.max_new_tokens)
+        groups = carry(
+            examples,
+            collected["tokens"][:, self.prompt_len :],
+            collected["sampler_logp"],
+            collected["lengths"],
+            collected["finished"],
+            ended,
+        )
+        return np.repeat(ended, g), groups

@@ -1,7 +1,7 @@
 """Asynchronous staged updates: the sampler on its own devices, K policy versions behind.
 
-A staged algorithm with `async_staleness` K >= 1 (the GRPO family and PPO-LM,
-`jaxrl/algorithms/lm_rollout.py`) is run by `AsyncStagedStepper` instead of the
+A staged algorithm with `async_staleness` K >= 1 (the GRPO family and PPO-LM, their
+hooks in `jaxrl/algorithms/lm_rollout_async.py`) is run by `AsyncStagedStepper` instead of the
 synchronous `StagedStepper`. Its devices are split in two sub-meshes: the sampler's
 (`algo.sampler_mesh`: the first `sampler_devices`, parameters replicated) and the
 learner's (`algo.make_mesh`: the rest, with the run's own layout, e.g. FSDP), each with

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from jaxrl import config as cfg
-from jaxrl.algorithms import grpo, lm_rollout
+from jaxrl.algorithms import grpo, lm_rollout, lm_rollout_rewards
 from jaxrl.algorithms.lm_common import encode_example
 from jaxrl.config import ConfigError
 
@@ -178,7 +178,7 @@ def test_a_stalled_agent_is_warned_about_once_per_stall(caplog):
     stall = lm_rollout.STALL_UPDATES
     host = algo.init_host_state(0, 2)
     assert host["stalled"] == [0, 0]
-    with caplog.at_level(logging.WARNING, logger="jaxrl.algorithms.lm_rollout"):
+    with caplog.at_level(logging.WARNING, logger="jaxrl.algorithms.lm_rollout_rewards"):
         for _ in range(stall - 1):
             host = algo.count_stalls(host, [1.0, 0.5])
         assert not caplog.records and host["stalled"] == [stall - 1, 0]
@@ -193,7 +193,7 @@ def test_a_stalled_agent_is_warned_about_once_per_stall(caplog):
     caplog.clear()
     whitened = make(advantage="reinforce_pp")  # batch-whitened: groups need not differ
     host = whitened.init_host_state(0, 1)
-    with caplog.at_level(logging.WARNING, logger="jaxrl.algorithms.lm_rollout"):
+    with caplog.at_level(logging.WARNING, logger="jaxrl.algorithms.lm_rollout_rewards"):
         for _ in range(2 * stall):
             host = whitened.count_stalls(host, [1.0])
     assert not caplog.records and host["stalled"] == [0]
@@ -211,10 +211,10 @@ def test_the_stall_counter_survives_a_resume(tmp_path, monkeypatch, caplog):
     from jaxrl.training import driver
     from jaxrl.training.checkpoint import Checkpointer
 
-    monkeypatch.setattr(lm_rollout, "STALL_UPDATES", 3)
+    monkeypatch.setattr(lm_rollout_rewards, "STALL_UPDATES", 3)
     run = dict(checkpoint_every=32, keep_checkpoints=5, log_every=16, progress=False)
     full_dir, stopped_dir = tmp_path / "full", tmp_path / "stopped"
-    with caplog.at_level(logging.WARNING, logger="jaxrl.algorithms.lm_rollout"):
+    with caplog.at_level(logging.WARNING, logger="jaxrl.algorithms.lm_rollout_rewards"):
         full = driver.train(make(total_steps=64), driver.RunConfig(run_dir=str(full_dir), **run))
     assert [r["zero_advantage_groups"] for r in full.metrics] == [[1.0]] * 4
     assert len(caplog.records) == 1
@@ -224,7 +224,7 @@ def test_the_stall_counter_survives_a_resume(tmp_path, monkeypatch, caplog):
     shutil.rmtree(stopped_dir / "checkpoints" / "4")
     (stopped_dir / "summary.json").unlink()
     algo = make(total_steps=64)
-    with caplog.at_level(logging.WARNING, logger="jaxrl.algorithms.lm_rollout"):
+    with caplog.at_level(logging.WARNING, logger="jaxrl.algorithms.lm_rollout_rewards"):
         resumed = driver.train(algo, driver.RunConfig(run_dir=str(stopped_dir), resume=True, **run))
     assert len(caplog.records) == 1 and "3 updates in a row" in caplog.records[0].getMessage()
 

@@ -162,6 +162,25 @@ CASES = {
             "num_epochs": 2,
         },
     ),
+    # The sampler-learner mismatch and the host-side rollout options of lm_rollout.py:
+    # a bfloat16 sampler with truncated IS, partial rollouts (completions cut at 2
+    # tokens and carried on) and PRIME's implicit PRM.
+    "grpo-bf16-tis": (
+        "grpo",
+        None,
+        {**GRPO, "sampler_dtype": "bfloat16", "rollout_correction": "token_tis"},
+    ),
+    "grpo-partial": (
+        "grpo",
+        None,
+        {
+            **GRPO,
+            "continuous_batching": True,
+            "partial_rollouts": True,
+            "rollout_token_budget": 2,
+        },
+    ),
+    "grpo-implicit-prm": ("grpo", None, {**GRPO, "process_reward": "implicit"}),
     "grpo-guess": (
         "grpo",
         None,

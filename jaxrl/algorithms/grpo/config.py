@@ -1,7 +1,7 @@
 """GRPO-family hyperparameters and their validation.
 
 The fields are the token-rollout RL algorithms' (`LMRLConfig`,
-jaxrl/algorithms/lm_rollout.py); GRPO accepts the critic-free advantage estimators. Every
+jaxrl/algorithms/lm_rollout_config.py); GRPO accepts the critic-free advantage estimators. Every
 estimator, loss and aggregation is selected by name (`jaxrl/objectives/`), so a paper's
 variant is a configuration: GRPO (the defaults), Dr. GRPO (`advantage=dr_grpo`,
 `loss_agg=seq_mean_token_sum_norm`), DAPO (`eps_high=0.28`, `loss_agg=token_mean`,

@@ -1,7 +1,7 @@
 """PPO-with-a-critic hyperparameters for language models, and their validation.
 
 `PPOLMConfig` has the fields of every token-rollout algorithm (`LMRLConfig`,
-jaxrl/algorithms/lm_rollout.py), so every sampling, reward, policy-loss, aggregation, KL
+jaxrl/algorithms/lm_rollout_config.py), so every sampling, reward, policy-loss, aggregation, KL
 and optimisation field means the same as GRPO's and a GRPO run and a PPO run differ by
 the algorithm name (and the critic's fields); the advantage is fixed to GAE over a
 learned value model. Budget units are GRPO's: `total_steps` counts completions,
