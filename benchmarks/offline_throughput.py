@@ -22,9 +22,11 @@ scaled from Pendulum's [-2, 2] to [-1, 1] by both.
 Rows (each measurement a fresh worker process printing one JSON line):
 
 * jaxrl (workers/jaxrl_offline.py): `jaxrl.train(algorithm, dataset=..., num_seeds=N)`,
-  seeds vmapped in one program; `--steps` gradient steps per seed (`STEPS`) in updates
-  of 1,000, each ending with one evaluation episode (counted in the time); the driver's
-  training time, compilation excluded.
+  seeds vmapped in one program; `--steps` gradient steps (`STEPS`) per measurement,
+  summed over its seeds (`steps_per_seed`: N seeds do steps / N each, at least
+  `MIN_STEPS_PER_SEED`, so a 16-seed row costs about what a 1-seed row does), in updates
+  of at most 1,000, each ending with one evaluation episode (counted in the time); the
+  driver's training time, compilation excluded.
 * d3rlpy (workers/d3rlpy_offline.py, venv benchmarks/.venvs/d3rlpy): d3rlpy's own `fit`
   step, `sample_transition_batch` then `update`, `--d3rlpy-steps` (`D3RLPY_STEPS`) times
   after a warm-up, without fit's logging; one seed per process (no vectorisation: N seeds
@@ -111,10 +113,22 @@ CONFIGS: dict[str, dict[str, Any]] = {
 }
 
 
-# Default gradient steps per seed (jaxrl) and timed steps (d3rlpy) of each algorithm: CQL's
-# step costs ~10x IQL's (30 sampled actions per state through the critics).
+# Default gradient steps per measurement, summed over seeds (jaxrl), and timed steps
+# (d3rlpy) of each algorithm: CQL's step costs ~10x IQL's (30 sampled actions per state
+# through the critics).
 STEPS = {"iql": 10_000, "td3-bc": 10_000, "cql": 2_000}
 D3RLPY_STEPS = {"iql": 2_000, "td3-bc": 2_000, "cql": 500}
+# Per-seed budgets are whole multiples of this (the shortest update timed).
+MIN_STEPS_PER_SEED = 250
+
+
+def steps_per_seed(steps: int, seeds: int) -> tuple[int, int]:
+    """(gradient steps per seed, steps per update) of one jaxrl measurement of `steps`
+    gradient steps summed over `seeds` vmapped seeds: the share of each seed rounded down
+    to a multiple of `MIN_STEPS_PER_SEED` (never below it), updates of at most 1,000."""
+    share = max(MIN_STEPS_PER_SEED, steps // seeds // MIN_STEPS_PER_SEED * MIN_STEPS_PER_SEED)
+    interval = 1000 if share % 1000 == 0 else MIN_STEPS_PER_SEED
+    return share, interval
 
 
 def torch_requirement() -> str:
@@ -152,10 +166,11 @@ def run_benchmark(args: argparse.Namespace, dataset: Path) -> dict[str, Any]:
         steps = args.steps or STEPS[name]
         peer_steps = args.d3rlpy_steps or D3RLPY_STEPS[name]
         for rep in range(args.repeats):
-            jobs = [
-                (sys.executable, "jaxrl_offline.py", {**common, "steps": steps, "seeds": s})
-                for s in args.seeds
-            ]
+            jobs = []
+            for seeds in args.seeds:
+                per_seed, interval = steps_per_seed(steps, seeds)
+                job = {**common, "steps": per_seed, "seeds": seeds, "eval_interval": interval}
+                jobs.append((sys.executable, "jaxrl_offline.py", job))
             if d3rlpy_py:
                 peer = {**common, "steps": peer_steps, "seed": rep}
                 jobs.append((d3rlpy_py, "d3rlpy_offline.py", peer))
@@ -208,7 +223,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--algorithms", nargs="+", choices=sorted(CONFIGS), default=sorted(CONFIGS))
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 16], help="jaxrl's seed counts")
     p.add_argument(
-        "--steps", type=int, default=None, help=f"jaxrl's gradient steps per seed (default {STEPS})"
+        "--steps",
+        type=int,
+        default=None,
+        help=f"jaxrl's gradient steps per measurement, summed over seeds ({STEPS})",
     )
     p.add_argument(
         "--d3rlpy-steps", type=int, default=None, help=f"d3rlpy's timed steps ({D3RLPY_STEPS})"
@@ -221,9 +239,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = p.parse_args(argv)
     if any(s < 1 for s in args.seeds) or (
-        args.steps is not None and args.steps % 1000 and not args.profile
+        args.steps is not None
+        and (args.steps < 1 or args.steps % MIN_STEPS_PER_SEED)
+        and not args.profile
     ):
-        p.error("--seeds must be >= 1 and --steps a positive multiple of 1000")
+        p.error(f"--seeds must be >= 1 and --steps a positive multiple of {MIN_STEPS_PER_SEED}")
     meta = run_metadata("offline_throughput", __file__, argv)
     warn_if_loaded("throughput numbers are not to be trusted")
     with tempfile.TemporaryDirectory() as tmp:
