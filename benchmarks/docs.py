@@ -36,6 +36,7 @@ FILES = (
     "docs/distributed.md",
     "docs/offline.md",
     "docs/envs.md",
+    "docs/multiagent.md",
 )
 
 
@@ -470,6 +471,37 @@ def _speed_rows(name: str, raw: dict[str, Any]) -> tuple[list[str], list[list[st
             std = (sum((v - mean) ** 2 for v in finals) / len(finals)) ** 0.5 if finals else 0
             rows.append([c["library"], _rate(c["steps_per_second"]), f"{mean:.2f} ± {std:.2f}"])
         return ["library", "env steps/s", "final return (mean ± std over seeds)"], rows
+    if name == "suite_throughput":
+        return ["env", "copies", "jaxrl steps/s", "suite's own steps/s", "jaxrl / suite"], [
+            [
+                f"`{r['env']}`",
+                str(r["copies"]),
+                _rate(r["jaxrl_steps_per_s"]),
+                _rate(r["suite_steps_per_s"]),
+                f"{r['ratio']:.2f}x",
+            ]
+            for r in _cells(raw, "results")
+        ]
+    if name == "marl_throughput":
+        cells = raw.get("cells", {})
+        rows = [
+            [
+                c["library"],
+                _rate(c["steps_per_second"]),
+                f"{c['final_return_mean']:.2f} ± {c['final_return_std']:.2f}",
+            ]
+            for c in cells.values()
+        ]
+        comparison = raw.get("comparison", {})
+        if comparison:
+            rows.append(
+                [
+                    "jaxrl against JaxMARL",
+                    f"{comparison['speed_ratio_jaxrl_over_jaxmarl']:.2f}x",
+                    f"gap {comparison['return_gap_in_jaxmarl_std']:+.2f} JaxMARL std",
+                ]
+            )
+        return ["library", "env steps/s", "final return per agent (mean ± std over seeds)"], rows
     if name == "env_throughput":
         rows = [r for r in _cells(raw, "results") if r["copies"] == 2048]
         return ["env (2048 copies)", "jaxrl steps/s", "gymnax steps/s"], [
