@@ -201,6 +201,34 @@ CASES = {
             "ent_coef": 0.01,
         },
     ),
+    # Multi-turn episodes whose turns may hold tool calls (the turn's calls run together,
+    # jaxrl/tools/runner.py's run_many), and multi-turn PPO-LM.
+    "grpo-tool": (
+        "grpo",
+        None,
+        {
+            **LM,
+            "task": "tool_multiply",
+            "num_prompts": 4,
+            "group_size": 4,
+            "total_steps": 16 * 2,
+            "eval_samples": 4,
+            "ent_coef": 0.01,
+        },
+    ),
+    "ppo-lm-guess": (
+        "ppo-lm",
+        None,
+        {
+            **LM,
+            "task": "guess",
+            "max_number": 8,
+            "num_prompts": 4,
+            "group_size": 2,
+            "total_steps": 8 * 2,
+            "eval_samples": 4,
+        },
+    ),
     "ppo-lm": (
         "ppo-lm",
         None,
