@@ -238,6 +238,9 @@ class ToolRunner:
         waiting = collections.deque(flights)
         sent: dict[int, _Flight] = {}  # by call id
         while waiting or sent:
+            if sent and self._server.poll() is not None:  # it died holding calls
+                self._died(sent, waiting)
+                continue
             server = self._ensure_server()
             try:
                 while waiting and len(sent) < self.max_concurrent_calls:

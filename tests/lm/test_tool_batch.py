@@ -81,9 +81,11 @@ def flood(chars: int) -> str:
 
 def tools(timeout: float = 1.0) -> list[Tool]:
     quick = [add, fail, allocate, structured, nap, span, spawn, flood]
-    return [Tool.from_function(f, timeout=timeout, output_chars=50) for f in quick] + [
-        Tool.from_function(hang, timeout=1.0, output_chars=50)
-    ]
+    wide = (span, spawn)  # their results are lists of numbers, read back whole
+    return [
+        Tool.from_function(f, timeout=timeout, output_chars=1000 if f in wide else 50)
+        for f in quick
+    ] + [Tool.from_function(hang, timeout=1.0, output_chars=50)]
 
 
 def call(name: str, **arguments) -> ToolCall:
