@@ -49,7 +49,6 @@ hostile tool.
 from __future__ import annotations
 
 import collections
-import contextlib
 import dataclasses
 import itertools
 import os
@@ -326,7 +325,10 @@ class ToolRunner:
         self.close()
 
     def __del__(self) -> None:
-        # At interpreter exit `subprocess`'s globals may be gone before this runs; the
-        # server then ends with its closed stdin anyway.
-        with contextlib.suppress(Exception):
+        # At interpreter exit module globals (`contextlib`, `subprocess`'s) may be gone
+        # before this runs, so only builtins here; the server then ends with its closed
+        # stdin anyway.
+        try:  # noqa: SIM105 - contextlib may already be None
             self.close()
+        except Exception:  # noqa: S110
+            pass
