@@ -783,7 +783,7 @@ ENTRIES: tuple[Entry, ...] = (
         None,
         "the same turn's calls one after another (ToolUse.step row by row)",
         "host seconds per turn of 128 multi-turn episodes whose replies are tool calls "
-        "(calculator, search, sandboxed Python, a waiting tool), the calls concurrent",
+        "(calculator, search, a waiting tool; sandboxed Python on 16), the calls concurrent",
     ),
     # --- plans: what `jaxrl plan` prints for TPU slices (needs libtpu: benchmarks/plan_tpu.py)
     Entry(

@@ -1,7 +1,7 @@
 """Host seconds per turn of a multi-turn tool task: the turn's calls one after another or
 concurrently (`ToolRunner.run_many`, issue 33).
 
-    python benchmarks/tool_batch.py                      # every case, 128 rows
+    python benchmarks/tool_batch.py                      # every case, 128 rows (python: 16)
     python benchmarks/tool_batch.py --cases calculator wait --rows 16 --repeats 3
 
 One turn of `--rows` episodes (multi-turn GRPO's defaults: 16 prompts x 8 episodes), each
@@ -16,7 +16,9 @@ wall seconds per turn.
 Cases, each a registered tool task or one built like them:
 * `calculator`: `tool_multiply`'s calculator (a few milliseconds of work per call);
 * `search`: `tool_lookup`'s BM25 search over its 2000 documents;
-* `python`: the sandboxed interpreter (`jaxrl.tools.python`), a one-line program;
+* `python`: the sandboxed interpreter (`jaxrl.tools.python`), a one-line program, on
+  `--python-rows` rows (each call imports `jaxrl.rewards`, and with it JAX, in its own
+  process before the sandbox starts, so it is by far the slowest);
 * `wait`: a tool that waits `--latency` seconds, as a call to a service would, which
   takes time but no core.
 
@@ -138,20 +140,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
     p.add_argument("--rows", type=int, default=128, help="episodes in the turn")
+    p.add_argument("--python-rows", type=int, default=16, help="episodes in the python case")
     p.add_argument("--concurrency", type=int, help="max_concurrent_calls (default: the cores)")
     p.add_argument("--latency", type=float, default=0.05, help="the wait tool's seconds")
-    p.add_argument("--repeats", type=int, default=7, help="timed turns per mode")
+    p.add_argument("--repeats", type=int, default=5, help="timed turns per mode")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = p.parse_args(argv)
     warn_if_loaded("concurrent calls share the cores with whatever else runs")
     result = {**run_metadata("tool_batch", __file__, argv), "cases": []}
     print(f"{'case':<11} {'rows':>5} {'one by one s':>13} {'concurrent s':>13} {'speedup':>8}")
     for case in args.cases:
-        row = measure(case, args.rows, args.concurrency, args.latency, args.repeats)
+        rows = args.python_rows if case == "python" else args.rows
+        row = measure(case, rows, args.concurrency, args.latency, args.repeats)
         result["cases"].append(row)
         one, both = (row["modes"][m]["seconds_per_turn"] for m in ("one by one", "concurrent"))
         print(
-            f"{case:<11} {args.rows:>5} {one:>13.4f} {both:>13.4f} {row['speedup']:>7.2f}x",
+            f"{case:<11} {rows:>5} {one:>13.4f} {both:>13.4f} {row['speedup']:>7.2f}x",
             flush=True,
         )
     write_results(args.out, result)
