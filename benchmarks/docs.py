@@ -453,6 +453,18 @@ def _speed_rows(name: str, raw: dict[str, Any]) -> tuple[list[str], list[list[st
                 ]
             )
         return header, rows
+    if name == "tool_batch":
+        header = ["tool", "rows", "one by one s/turn", "concurrent s/turn", "speedup"]
+        return header, [
+            [
+                f"{c['case']} (at most {c['concurrency']} at once)",
+                str(c["rows"]),
+                f"{c['modes']['one by one']['seconds_per_turn']:.3f}",
+                f"{c['modes']['concurrent']['seconds_per_turn']:.3f}",
+                f"{c['speedup']:.2f}x",
+            ]
+            for c in _cells(raw, "cases")
+        ]
     if name == "dreamer_throughput":
         matched = raw.get("matched", {})
         rows = [

@@ -777,6 +777,14 @@ ENTRIES: tuple[Entry, ...] = (
         "the sandbox before issue 30 (commit 59f81fc)",
         "seconds per sandboxed program, one at a time and in a batch of 16, per mode",
     ),
+    _speed(
+        "tool_batch",
+        "tool_batch.py",
+        None,
+        "the same turn's calls one after another (ToolUse.step row by row)",
+        "host seconds per turn of 128 multi-turn episodes whose replies are tool calls "
+        "(calculator, search, a waiting tool; sandboxed Python on 16), the calls concurrent",
+    ),
     # --- plans: what `jaxrl plan` prints for TPU slices (needs libtpu: benchmarks/plan_tpu.py)
     Entry(
         name="plan_tpu",

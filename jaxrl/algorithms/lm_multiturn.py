@@ -12,9 +12,10 @@ between compiled sampling rounds, so one update uses the driver's rounds (`respo
   * `collect` (jitted, once per turn, one program for every turn): one model turn of
     every row, at most `max_new_tokens` tokens, ended by eos (or a tool call's end).
   * `respond` (host, after each turn): decodes each live row's turn, asks the task for
-    feedback and the turn's reward (`task.turn`), appends the model's tokens and the
-    environment's; returns the next turn's inputs, or None once every episode has ended
-    (at the latest after `task.max_turns` turns).
+    feedback and the turn's reward (`task.turns`: every live row of every agent at
+    once, so a tool task runs the turn's calls concurrently), appends the model's
+    tokens and the environment's; returns the next turn's inputs, or None once every
+    episode has ended (at the latest after `task.max_turns` turns).
   * `process` (host): one token row per episode, the model-token mask, the turn rewards,
     dynamic sampling and metrics.
   * `learn` (jitted, each algorithm's own): re-scores the whole rows with the
@@ -141,23 +142,44 @@ def add_turn(
     as `generate` returns them. Feedback longer than `feedback_len` tokens (the task's
     `longest_feedback` was wrong) raises `ValueError`.
     """
-    kept_counts = []
+    return add_turns(task, tokenizer, [rows], [turn], feedback_len)[0]
+
+
+def add_turns(
+    task: MultiTurnTask,
+    tokenizer: Tokenizer,
+    batches: Sequence[Sequence[EpisodeRow]],
+    turns: Sequence[dict[str, np.ndarray]],
+    feedback_len: int,
+) -> list[list[int]]:
+    """`add_turn` for several batches of rows (one per agent) and their turns, with one
+    `task.turns` for every live row of all of them: the environment answers the whole
+    turn at once (a tool task runs the turn's calls concurrently), in row order, so the
+    rows are what `add_turn` row after row would make."""
+    replies = []  # (batch, row, sampled ids, their log-probs, the decoded reply)
+    for b, (rows, turn) in enumerate(zip(batches, turns, strict=True)):
+        for i, row in enumerate(rows):
+            if row.done:
+                continue
+            keep = turn["completion_mask"][i]
+            ids = turn["tokens"][i][keep].tolist()
+            logp = turn["sampler_logp"][i][keep].tolist()
+            replies.append((b, i, ids, logp, tokenizer.decode(ids)))  # decode drops the eos
+    answers = task.turns(
+        [(batches[b][i].example, batches[b][i].history, reply) for b, i, *_, reply in replies]
+    )
+    kept_counts = [[0] * len(rows) for rows in batches]  # 0: the episode had ended
     # The environment's answers repeat across rows (guess: " higher:" or " lower:"): each
     # text is encoded once per turn (host work between two compiled turns, per row).
     encoded: dict[str, list[int]] = {}
-    for i, row in enumerate(rows):
-        if row.done:
-            kept_counts.append(0)
-            continue
-        keep = turn["completion_mask"][i]
-        ids = turn["tokens"][i][keep].tolist()
-        logp = turn["sampler_logp"][i][keep].tolist()
-        reply = tokenizer.decode(ids)  # drops the eos
-        feedback, reward, reply_end = task.turn(row.example, row.history, reply)
+    for (b, i, ids, logp, reply), (feedback, reward, reply_end) in zip(
+        replies, answers, strict=True
+    ):
+        row = batches[b][i]
         if reply_end is not None:  # a tool call ended the turn: drop what came after it
             kept = tokens_covering(tokenizer, ids, reply_end)
             ids, logp, reply = ids[:kept], logp[:kept], reply[:reply_end]
-        kept_counts.append(len(ids))
+        kept_counts[b][i] = len(ids)
         row.turn_of_token += [len(row.rewards)] * len(ids)
         row.tokens += ids
         row.model += [True] * len(ids)
@@ -167,7 +189,7 @@ def add_turn(
             row.token_rewards[-1] = reward
         row.history.append(reply)
         row.rewards.append(reward)
-        row.clipped += int(not turn["finished"][i])
+        row.clipped += int(not turns[b]["finished"][i])
         if feedback is None:
             row.done = True
             continue
@@ -532,12 +554,15 @@ class MultiTurnRollout(RolloutAlgorithm):
         None when every episode has ended (at the latest after `task.max_turns` turns)."""
         rollout = dict(host_state["rollout"])
         episodes = rollout["episodes"]
-        for i, rows in enumerate(episodes):
-            turn = {name: value[i] for name, value in collected.items()}
-            kept = add_turn(self.task, self.tokenizer, rows, turn, self.feedback_len)
-            if self.reuses_cache:
+        turns = [
+            {name: value[i] for name, value in collected.items()} for i in range(len(episodes))
+        ]
+        # Every agent's rows at once: a tool task runs all of the turn's calls together.
+        kept = add_turns(self.task, self.tokenizer, episodes, turns, self.feedback_len)
+        if self.reuses_cache:
+            for i, turn in enumerate(turns):
                 rollout["slots"][i].record(
-                    kept, int(turn["decode_start"]), int(turn["cache_index"])
+                    kept[i], int(turn["decode_start"]), int(turn["cache_index"])
                 )
         rollout["turn"] += 1
         host_state = {**host_state, "rollout": rollout}

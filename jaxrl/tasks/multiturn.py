@@ -19,6 +19,10 @@ the `max_turns`-th reply the episode ends whatever `step` says. The episode's re
 the sum of its turn rewards. `step` must be a deterministic function of its arguments
 (a resumed run replays the same episodes) and cheap: it runs on the host between two
 compiled sampling rounds. Exceptions in `step` are bugs and stop the run.
+`turns` and `steps` are the same for one turn of many episodes at once (an algorithm's
+batch of rows): by default `step` after `step`; a task whose answers take time overrides
+`steps` to work on them together (`ToolUse` runs the turn's tool calls concurrently),
+with the same results as one by one.
 
 An algorithm tokenizes the turns (`jaxrl/algorithms/lm_multiturn.py`: one token row
 per episode, the environment's tokens masked out of the loss); `longest_feedback` lets
@@ -100,9 +104,32 @@ class MultiTurnTask(Task):
         call's end marker, so that decoding stops at the call. None by default."""
         return ()
 
+    def steps(self, requests: Sequence[tuple[Example, Sequence[str], str]]) -> list[Turn]:
+        """`step` of each `(example, history, reply)`, in order: one turn of several
+        episodes. A task whose answers take time (tool calls) overrides it to work on
+        them concurrently; the result must be the same as `step`'s, one by one."""
+        return [self.step(*request) for request in requests]
+
     def turn(self, example: Example, history: Sequence[str], reply: str) -> Turn:
         """`step` with the turn cap: the episode ends after the `max_turns`-th reply."""
-        feedback, reward, reply_end = Turn(*self.step(example, history, reply))
+        return self.turns([(example, history, reply)])[0]
+
+    def turns(self, requests: Sequence[tuple[Example, Sequence[str], str]]) -> list[Turn]:
+        """`turn` of each `(example, history, reply)`, in order (through `steps`)."""
+        answers = self.steps(requests)
+        if len(answers) != len(requests):
+            raise ValueError(
+                f"{type(self).__name__}.steps returned {len(answers)} turns for "
+                f"{len(requests)} replies"
+            )
+        return [
+            self._capped(history, reply, Turn(*answer))
+            for (_, history, reply), answer in zip(requests, answers, strict=True)
+        ]
+
+    def _capped(self, history: Sequence[str], reply: str, turn: Turn) -> Turn:
+        """A checked `step` answer, with the turn cap applied."""
+        feedback, reward, reply_end = turn
         if feedback is not None and not isinstance(feedback, str):
             raise TypeError(
                 f"{type(self).__name__}.step returned feedback {feedback!r}: a str or None"

@@ -7,9 +7,10 @@ holds a tool call, in the `plain` (`<<calculator("1234*567")>>`) or `hermes` for
 - a call: decoding stops where the call ends (`stop_strings`: the format's end marker),
   and the turn is cut there in any case (what a policy wrote after it is dropped:
   never shown to it again, never learned from), the call runs
-  (`jaxrl.tools.ToolRunner`), and its result comes back as feedback, `=<result>\\n`
-  (`plain`) or `<tool_response>\\n<result>\\n</tool_response>\\n` (`hermes`); the turn's
-  reward is 0, or `-malformed_penalty` when the call was malformed or failed;
+  (`jaxrl.tools.ToolRunner`; the calls of one turn of many episodes, `steps`, run
+  concurrently, at most `max_concurrent_calls` at once), and its result comes back
+  as feedback, `=<result>\\n` (`plain`) or `<tool_response>\\n<result>\\n</tool_response>\\n`
+  (`hermes`); the turn's reward is 0, or `-malformed_penalty` when the call was malformed or failed;
 - the answer: the episode ends with reward 1 if it is correct (the task's
   `is_correct`), else 0.
 
@@ -60,6 +61,7 @@ class ToolUse(MultiTurnTask):
         malformed_penalty: float = 0.0,
         longest_call: str = "",
         error_chars: int = 64,
+        max_concurrent_calls: int | None = None,
     ) -> None:
         self.fmt = call_format(format)
         if not (isinstance(max_calls, int) and max_calls >= 1):
@@ -67,7 +69,9 @@ class ToolUse(MultiTurnTask):
         if not malformed_penalty >= 0:
             raise ConfigError(f"invalid malformed_penalty={malformed_penalty!r}: must be >= 0")
         self.task, self.tools = task, list(tools)
-        self.runner = ToolRunner(self.tools, error_chars=error_chars)
+        self.runner = ToolRunner(
+            self.tools, error_chars=error_chars, max_concurrent_calls=max_concurrent_calls
+        )
         self.max_calls, self.malformed_penalty = max_calls, malformed_penalty
         self.longest_call = longest_call
         self.max_turns = max_calls + 1
@@ -103,14 +107,26 @@ class ToolUse(MultiTurnTask):
         return f"={result}\n"
 
     def step(self, example: Example, history: Sequence[str], reply: str) -> Turn:
-        calls = parse_tool_calls(reply, self.fmt.name, self.runner.positional)
-        if not calls:
-            return Turn(None, float(self.is_correct(reply, example.answer)))
-        call = calls[0]
-        result = self.runner.run(call)
-        failed = isinstance(call, MalformedCall) or not result.ok
-        reward = -self.malformed_penalty if failed else 0.0
-        return Turn(self.feedback(result.text), reward, reply_end=call.span[1])
+        return self.steps([(example, history, reply)])[0]
+
+    def steps(self, requests: Sequence[tuple[Example, Sequence[str], str]]) -> list[Turn]:
+        """One turn of several episodes: their calls run together
+        (`ToolRunner.run_many`: concurrently, the results in order, each what the call
+        gives alone), so a turn costs about its slowest call, not the sum."""
+        found = [
+            parse_tool_calls(reply, self.fmt.name, self.runner.positional) for *_, reply in requests
+        ]
+        results = iter(self.runner.run_many([calls[0] for calls in found if calls]))
+        turns = []
+        for (example, _, reply), calls in zip(requests, found, strict=True):
+            if not calls:
+                turns.append(Turn(None, float(self.is_correct(reply, example.answer))))
+                continue
+            call, result = calls[0], next(results)
+            failed = isinstance(call, MalformedCall) or not result.ok
+            reward = -self.malformed_penalty if failed else 0.0
+            turns.append(Turn(self.feedback(result.text), reward, reply_end=call.span[1]))
+        return turns
 
     def stop_strings(self) -> Sequence[str]:
         """The call format's end marker: a turn stops where its call ends."""

@@ -91,6 +91,37 @@ def test_bad_tool_options_name_the_field():
         ToolUse(inner, [Tool.from_function(calculator)], max_calls=0)
     with pytest.raises(ConfigError, match="invalid tool_format='xml'"):
         ToolUse(inner, [Tool.from_function(calculator)], format="xml")
+    with pytest.raises(ConfigError, match="invalid max_concurrent_calls=0"):
+        ToolUse(inner, [Tool.from_function(calculator)], max_concurrent_calls=0)
+
+
+REPLIES = [
+    '<<calculator("1234*567")>>',
+    "699678",
+    '<<calculator("1+1")>> and more',
+    "<<nope()>>",
+    '<<calculator("1234*567")',  # not closed
+    "5",
+    '<<calculator("1/0")>>',
+    '<<calculator("99*9")>>',
+]
+
+
+def test_a_turn_of_many_episodes_is_what_each_episode_gets_alone(task):
+    """`steps` and `turns` (one turn of many episodes, their calls run together, as
+    multi-turn GRPO asks) give what `step` and `turn` give episode by episode, in order."""
+    requests = [(EXAMPLE, [EXAMPLE.prompt], reply) for reply in REPLIES]
+    together = task.steps(requests)
+    assert together == [task.step(*request) for request in requests]
+    assert [turn.feedback for turn in together[:4]] == [
+        "=699678\n",
+        None,
+        "=2\n",
+        "=error: unknown tool 'nope'; available: ['calculator']\n",
+    ]
+    capped = [(EXAMPLE, [EXAMPLE.prompt, "x", "=1\n"], reply) for reply in REPLIES]
+    assert task.turns(capped) == [task.turn(*request) for request in capped]
+    assert all(turn.feedback is None for turn in task.turns(capped))  # the second turn ends it
 
 
 def test_multiply_examples_are_products_with_a_disjoint_held_out_split():
@@ -148,6 +179,48 @@ def test_multi_turn_grpo_keeps_only_the_tokens_up_to_the_call():
         row.sampler_logp[row.prompt_len : row.prompt_len + kept], turn["sampler_logp"][0, :kept]
     )
     assert row.history == ["12*3=", reply[:kept], "=36\n"]
+
+
+def _turn(tokenizer, replies: list[str]) -> dict[str, np.ndarray]:
+    """A sampled turn of `replies` (each through eos), right-padded, as `generate` gives."""
+    ids = [[*tokenizer.encode(reply), tokenizer.eos_id] for reply in replies]
+    width = max(len(row) for row in ids)
+    tokens = np.zeros((len(ids), width), np.int32)
+    mask = np.zeros((len(ids), width), bool)
+    for i, row in enumerate(ids):
+        tokens[i, : len(row)], mask[i, : len(row)] = row, True
+    logp = -np.arange(1, width + 1, dtype=np.float32)[None].repeat(len(ids), 0) / width
+    return {
+        "tokens": tokens,
+        "completion_mask": mask,
+        "finished": np.ones(len(ids), bool),
+        "sampler_logp": logp,
+    }
+
+
+def test_every_agents_turn_at_once_makes_the_rows_of_one_agent_at_a_time():
+    """`add_turns` (every agent's rows, one batch of calls) records what `add_turn`
+    agent after agent records: the same rows, the same kept counts, ended rows left."""
+    import copy
+
+    algo = grpo.make(cfg.replace(grpo.default_config(), **TINY))
+    tok = algo.tokenizer
+    examples = [Example("12*3=", "36"), Example("40*5=", "200")]
+    agents = [lmt.start_episodes(algo.task, tok, examples, repeat=2) for _ in range(2)]
+    agents[1][2].done = True  # an episode that has ended: untouched, 0 tokens kept
+    turns = [
+        _turn(tok, ['<<calculator("12*3")>>zz', "36", "<<nope()>>", '<<calculator("40*5")>>']),
+        _turn(tok, ["7", '<<calculator("12*3")', "x", '<<calculator("4*5")>>']),
+    ]
+    alone = copy.deepcopy(agents)
+    kept = lmt.add_turns(algo.task, tok, agents, turns, algo.feedback_len)
+    expected = [
+        lmt.add_turn(algo.task, tok, rows, turn, algo.feedback_len)
+        for rows, turn in zip(alone, turns, strict=True)
+    ]
+    assert kept == expected and agents == alone
+    assert kept[0][0] == len('<<calculator("12*3")>>') and kept[1][2] == 0
+    assert agents[0][0].history[-1] == "=36\n" and agents[1][3].history[-1] == "=20\n"
 
 
 def test_multi_turn_grpo_trains_on_the_tool_task(tmp_path):

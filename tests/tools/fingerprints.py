@@ -14,7 +14,8 @@ Each case is an algorithm, an environment (or None for a task) and config overri
 small enough to train in seconds, chosen so that the parameters move (the GRPO cases
 add a length penalty, so that a random model's rewards differ within a group). The
 offline learners' `dataset` is a `Random` recipe: uniformly random actions (seed 0),
-written to a temporary directory with APIs older commits have too.
+written to a temporary directory with APIs older commits have too; `grpo-tool` starts
+from an SFT warm start on the tool's demonstrations (`ToolWarmStart`), made the same way.
 """
 
 import json
@@ -201,6 +202,38 @@ CASES = {
             "ent_coef": 0.01,
         },
     ),
+    # Multi-turn episodes whose turns hold tool calls (the turn's calls run together,
+    # jaxrl/tools/runner.py's run_many): GRPO from an SFT warm start on the tool's
+    # demonstrations (`ToolWarmStart`, below), so that the model's calls run; and
+    # multi-turn PPO-LM.
+    "grpo-tool": (
+        "grpo",
+        None,
+        {
+            "task": "tool_multiply",
+            "digits": 2,
+            "num_eval": 8,
+            "num_prompts": 4,
+            "group_size": 4,
+            "total_steps": 16 * 3,
+            "eval_samples": 4,
+            "eval_batch_size": 32,
+            "ent_coef": 0.01,
+        },
+    ),
+    "ppo-lm-guess": (
+        "ppo-lm",
+        None,
+        {
+            **LM,
+            "task": "guess",
+            "max_number": 8,
+            "num_prompts": 4,
+            "group_size": 2,
+            "total_steps": 8 * 2,
+            "eval_samples": 4,
+        },
+    ),
     "ppo-lm": (
         "ppo-lm",
         None,
@@ -239,6 +272,25 @@ class Random(NamedTuple):
         return str(datasets.save(data, directory / f"{self.env}.npz"))
 
 
+class ToolWarmStart(NamedTuple):
+    """`grpo-tool`'s model: SFT on `tool_multiply:demos` (2 digits), long enough that
+    most of its replies are calls the calculator runs; seed 0."""
+
+    updates: int = 800
+
+    def write(self, directory: pathlib.Path) -> str:
+        run_dir = directory / "tool-sft"
+        jaxrl.train(
+            "sft", task="tool_multiply:demos", digits=2, num_eval=8, num_layers=2,
+            hidden_size=128, num_heads=4, num_kv_heads=4, mlp_size=256, batch_size=32,
+            total_steps=32 * self.updates, warmup=0.0, eval_batch_size=8,
+            stop_at_train_accuracy=None, run_dir=str(run_dir), progress=False,
+        )  # fmt: skip
+        return str(run_dir / "model")
+
+
+CASES["grpo-tool"][2]["model"] = ToolWarmStart()
+
 OFFLINE = dict(total_steps=48, eval_interval=16, eval_episodes=1, batch_size=16, hidden_sizes=(16,))
 PENDULUM = Random("Pendulum-v1", 400)
 CARTPOLE = Random("CartPole-v1", 200, 2)
@@ -264,7 +316,9 @@ names = sys.argv[2:] or list(CASES)
 tmp = pathlib.Path(tempfile.mkdtemp())
 for name in names:
     algo_name, env, over = CASES[name]
-    over = {k: v.write(tmp) if isinstance(v, Random) else v for k, v in over.items()}
+    over = {
+        k: v.write(tmp) if isinstance(v, Random | ToolWarmStart) else v for k, v in over.items()
+    }
     t = time.time()
     try:
         config = jaxrl.make_config(algo_name, env, **over)
