@@ -24,13 +24,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl.errors import ConfigError  # defined without JAX (see jaxrl/errors.py)
-
-
-def check(ok: bool, field: str, value: Any, allowed: str) -> None:
-    """Raises `ConfigError` naming `field`, its `value` and the allowed values."""
-    if not ok:
-        raise ConfigError(f"invalid {field}={value!r}: must be {allowed}")
+from jaxrl.errors import ConfigError, check  # defined without JAX (see jaxrl/errors.py)
 
 
 def check_positive(config: Any, *fields: str) -> None:

@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from jaxrl.config import ConfigError
+from jaxrl.errors import ConfigError
 from jaxrl.tasks import Example, Task
 from jaxrl.tasks import exact_match as _exact_match
 

@@ -24,7 +24,7 @@ import importlib
 from types import ModuleType
 from typing import Any
 
-from jaxrl.config import ConfigError
+from jaxrl.errors import ConfigError
 
 from .base import BASE_ALPHABET, Example, StepExample, StepTask, Task, exact_match
 

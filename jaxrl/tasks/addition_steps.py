@@ -32,7 +32,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from jaxrl.config import ConfigError
+from jaxrl.errors import ConfigError
 
 from .addition import Addition
 from .base import Example, StepExample, StepTask

@@ -39,7 +39,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from jaxrl.config import ConfigError
+from jaxrl.errors import ConfigError
 
 from .base import Example, Task
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from jaxrl.config import ConfigError
+from jaxrl.errors import ConfigError
 
 from .base import Example, Task
 

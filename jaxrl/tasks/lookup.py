@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from jaxrl.config import ConfigError
+from jaxrl.errors import ConfigError
 from jaxrl.tools import DocumentSearch
 
 from .base import Example, Task

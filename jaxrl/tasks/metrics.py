@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from jaxrl.config import ConfigError
+from jaxrl.errors import ConfigError
 
 
 def _counts(num_samples: np.ndarray | int, num_correct: np.ndarray | int, k: int):

@@ -43,7 +43,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from jaxrl.config import ConfigError
+from jaxrl.errors import ConfigError
 
 from .addition import KNOBS as ADDITION_KNOBS
 from .addition import Addition

@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from jaxrl.config import ConfigError
+from jaxrl.errors import ConfigError
 
 from .base import Example, Task
 from .jsonl import held_out_prompts, read_records

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from jaxrl.config import ConfigError
+from jaxrl.errors import ConfigError
 
 from .base import Example, Task
 

@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from jaxrl.config import ConfigError
+from jaxrl.errors import ConfigError
 from jaxrl.tools import MalformedCall, Tool, ToolRunner, calculator, parse_tool_calls
 from jaxrl.tools.calls import call_format
 

@@ -301,3 +301,18 @@ def test_the_tool_layer_imports_without_jax():
     probe = "import sys, jaxrl, jaxrl.tools; print(sorted({'jax', 'numpy'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_the_python_tools_sandbox_and_the_tasks_import_without_jax():
+    """The `python` tool imports `jaxrl.rewards.sandbox` in each call's fork, and tool
+    tasks import `jaxrl.tasks`: neither may pull in JAX (importing it cost about a second
+    per sandboxed call)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, jaxrl.tasks, jaxrl.rewards.sandbox, jaxrl.rewards; "
+        "print(sorted({'jax', 'flax'} & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

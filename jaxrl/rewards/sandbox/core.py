@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from jaxrl.config import check
+from jaxrl.errors import check
 
 from . import checks, launch, seccomp
 from .limits import Limits, Result

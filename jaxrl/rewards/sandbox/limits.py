@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from jaxrl.config import check
+from jaxrl.errors import check
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from jaxrl.config import ConfigError, check
+from jaxrl.errors import ConfigError, check
 from jaxrl.tasks import Example
 
 from ..base import Block
