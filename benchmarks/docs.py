@@ -313,6 +313,27 @@ def learning_table(names: list[str]) -> str:
     return "\n".join(lines)
 
 
+TOOL_RESULTS = ("grpo_tool_multiply", "grpo_tool_multiply_no_tools")
+
+
+def tool_use_table() -> str:
+    """docs/lm.md's tool-use target: both runs' aggregates, then per seed the held-out
+    pass@1 before and after GRPO and GRPO's wall time (the target's 30 minutes)."""
+    lines = [learning_table(list(TOOL_RESULTS)), ""]
+    lines += [
+        "| result | seed | pass@1 before GRPO | after | GRPO wall time |",
+        "|---|---|---|---|---|",
+    ]
+    for name in TOOL_RESULTS:
+        record = load(name)
+        for d in (record or {}).get("details", []):
+            lines.append(
+                f"| `{name}` | {d['seed']} | {d['pass@1_before']:.3f} | {d['pass@1_after']:.3f} "
+                f"| {d['train_seconds'] / 60:.1f} min |"
+            )
+    return "\n".join(lines)
+
+
 def speed_table() -> str:
     """The speed results: what each measures against which peer, and when."""
     lines = [
@@ -764,6 +785,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     **{f"plan-{case}": (lambda case=case: plan_table(case)) for case in _PLAN_CASES},
     "plan-probe-accuracy": probe_accuracy,
     "devices-grpo": devices_table,
+    "learning-tool-use": tool_use_table,
     **{
         f"variants-{e.name}": (lambda name=e.name: variants_table(name))
         for e in registry.ENTRIES

@@ -158,10 +158,13 @@ def _speed(name: str, script: str, family: str | None, peer: str, measures: str)
 # `prm_pipeline`): each stage's config overrides, the outcome-only run's updates (the
 # step-rewarded run gets half) and the segments of the step-rewarded run (held-out
 # pass@1 after each: its updates-to-threshold).
+# Both GRPO runs at lr 5e-5: at GRPO's default (2e-4) the outcome-only run collapses on
+# this task (held-out pass@1 near 0 on most seeds), which made a comparison against it
+# meaningless (benchmarks/notes/2026-11-28-prm-baseline-lr.md).
 PRM_PIPELINE: dict[str, Any] = {
     "sft": {"task": "addition_steps"},
     "prm": {"task": "addition_steps"},
-    "grpo": {"task": "addition_steps"},
+    "grpo": {"task": "addition_steps", "lr": 5e-5},
     "updates": 400,
     "segments": 4,
 }  # 3-digit; the 2-digit exploration behind it: benchmarks/notes/2026-11-28-process-rewards.md
@@ -664,9 +667,9 @@ ENTRIES: tuple[Entry, ...] = (
         "updates-to-threshold",
         command="jaxrl train sft --task addition_steps --seed S --run-dir runs/sft-S && "
         "jaxrl train prm --model runs/sft-S --seed S --run-dir runs/prm-S && "
-        "jaxrl train grpo --task addition_steps --model runs/sft-S --seed S "
+        "jaxrl train grpo --task addition_steps --model runs/sft-S --seed S --lr 5e-5 "
         "--total-steps N && jaxrl train grpo --task addition_steps --model runs/sft-S "
-        "--seed S --process-reward runs/prm-S --total-steps N/2",
+        "--seed S --lr 5e-5 --process-reward runs/prm-S --total-steps N/2",
         minutes=100,
         runner="prm_pipeline",
         canary="prm",

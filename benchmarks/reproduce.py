@@ -13,9 +13,10 @@ at the start, package versions, the per-seed values and their aggregate (IQM wit
 the canary of its algorithm (benchmarks/canaries.py), which tests/benchmarks/
 test_canaries.py recomputes to find results that the code has left behind.
 
-A machine busier than `QUIET_LOAD` (1-minute load average) at the start is recorded
-as loaded in the file, and generated tables mark the result; speed results measured
-so are not worth publishing.
+A machine busier than `QUIET_LOAD` (1-minute load average) at the start, or busier at
+the end than the measurement alone can make it (`busy_at_end`), is recorded as loaded in
+the file, and generated tables mark the result; speed results measured so are not worth
+publishing.
 """
 
 from __future__ import annotations
@@ -90,6 +91,15 @@ def provenance() -> dict[str, Any]:
         "python": platform.python_version(),
         "packages": versions,
     }
+
+
+def busy_at_end(record: dict[str, Any]) -> bool:
+    """Whether other work shared the machine by the end of a measurement: the 1-minute
+    load average at the end above `QUIET_LOAD` plus the core count. The measurement
+    alone keeps up to one runnable thread per core, so a quiet run ends below that; a
+    run that started quiet and ended so busy shared its cores for a while."""
+    end, cores = record.get("load_average_at_end"), record.get("cores") or os.cpu_count()
+    return bool(end) and end[0] > QUIET_LOAD + cores
 
 
 def _curve(metrics: list[dict[str, Any]], key: str = "episode_return") -> dict[str, list]:
@@ -435,6 +445,7 @@ def measure(entry: registry.Entry) -> dict[str, Any]:
     measured = RUNNERS[entry.runner](entry)
     record["wall_seconds"] = round(time.perf_counter() - start, 1)
     record["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    record["loaded"] = record["loaded"] or busy_at_end(record)
     if "per_seed" in measured:
         record["per_seed"] = measured.pop("per_seed")
         record["aggregate"] = stats.aggregate(record["per_seed"])
