@@ -19,7 +19,8 @@ replay buffer the dataset; the expert is the same run continued (resumed from a 
 `HOPPER_EXPERT_STEPS`, smaller than D4RL's 1M-step expert so that the recipe runs in
 minutes here (normalised scores are relative to this expert). D4RL stops its medium run
 at about a third of the expert's return; `HOPPER_MEDIUM_STEPS` is where this run is
-there (docs/offline.md).
+there (docs/offline.md), and the dataset's metadata records the medium policy's return
+(`medium_return`, deterministic, as the expert's).
 
     python -m benchmarks.offline_datasets OUT_DIR [--expert] [--recipe NAME]
 """
@@ -32,6 +33,8 @@ import pathlib
 import shutil
 import sys
 from typing import Any
+
+import jax
 
 from jaxrl import config as cfg
 from jaxrl import datasets
@@ -171,7 +174,19 @@ def hopper_medium_replay(
         expert=None if expert_dir is None else str(expert_dir),
         reference_episodes=REFERENCE_EPISODES,
     )
+    # Where the medium run stopped, on the expert's scale (D4RL's medium: about a third).
+    data = data.with_metadata(medium_return=policy_return(medium))
     return datasets.save(data, directory / "hopper_medium_replay.npz")
+
+
+def policy_return(run_dir: pathlib.Path) -> float:
+    """Mean return of `REFERENCE_EPISODES` fresh episodes of a run's deterministic policy
+    (how `collect` measures the expert's)."""
+    algo, policy, carry = collect.run_policy(str(run_dir), deterministic=True)
+    key = jax.random.key(1)
+    return collect.reference_return(
+        algo.env, algo.env_params, policy, carry, key, REFERENCE_EPISODES
+    )
 
 
 RECIPES = {

@@ -73,6 +73,7 @@ def test_a_tiny_recipe_writes_complete_episodes_and_d4rl_scores(monkeypatch, tmp
     meta = data.metadata
     assert meta["env"] == offline_datasets.HOPPER_ENV
     assert meta["sources"] == [f"replay:{tmp_path / 'sac_medium'}"]
+    assert isinstance(meta["medium_return"], float)  # the medium policy, deterministic
     low, high = meta["random_return"], meta["expert_return"]
     expected = 100 * (data.episode_returns().mean() - low) / (high - low)
     assert meta["behaviour_normalized_score"] == pytest.approx(expected, rel=1e-6)
