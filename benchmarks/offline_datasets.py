@@ -119,7 +119,7 @@ together with two gradient steps per four environment steps (an update-to-data r
 environment steps are cheap); CleanRL's 5k random warm-up steps. The replay buffer holds
 the whole run."""
 
-HOPPER_MEDIUM_STEPS = 10_000
+HOPPER_MEDIUM_STEPS = 12_000
 """SAC's environment steps on Hopper before its buffer becomes the dataset."""
 
 HOPPER_EXPERT_STEPS = 120_000

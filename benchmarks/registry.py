@@ -328,9 +328,9 @@ ENTRIES: tuple[Entry, ...] = (
             label="Hopper (Brax) medium-replay",
         )
         for name, algorithm, minutes in (
-            ("iql", "iql", 60),
-            ("td3_bc", "td3-bc", 60),
-            ("rebrac", "rebrac", 60),
+            ("iql", "iql", 20),
+            ("td3_bc", "td3-bc", 20),
+            ("rebrac", "rebrac", 20),
         )
     ),
     # Discrete CQL against behaviour cloning on the same data (issue 34): the replay of a
