@@ -175,6 +175,9 @@ TRAIN_ROWS: tuple[tuple[str, str, str, str, list[str]], ...] = (
             "rebrac_pendulum_medium_replay",
             "cql_discrete_breakout_replay",
             "bc_breakout_replay",
+            "iql_hopper_medium_replay",
+            "td3_bc_hopper_medium_replay",
+            "rebrac_hopper_medium_replay",
         ],
     ),
     (

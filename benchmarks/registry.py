@@ -111,10 +111,19 @@ def _env(
     )
 
 
-def _offline(name: str, algorithm: str, env: str, seeds: int, minutes: float, tier: Tier) -> Entry:
-    """An offline learner on a generated dataset (`overrides["dataset"]` names the recipe
-    of benchmarks/offline_datasets.py, which benchmarks/reproduce.py's "offline" runner
+def _offline(
+    name: str,
+    algorithm: str,
+    env: str,
+    seeds: int,
+    minutes: float,
+    tier: Tier,
+    dataset: str = "pendulum_medium_replay",
+) -> Entry:
+    """An offline learner on a generated dataset (`dataset` names the recipe of
+    benchmarks/offline_datasets.py, which benchmarks/reproduce.py's "offline" runner
     writes first): the final evaluation's D4RL-normalised score per seed."""
+    recipe = "" if dataset == "pendulum_medium_replay" else f" --recipe {dataset}"
     return Entry(
         name=name,
         kind="learning",
@@ -122,15 +131,15 @@ def _offline(name: str, algorithm: str, env: str, seeds: int, minutes: float, ti
         measures=f"{algorithm} on {env} medium-replay (benchmarks/offline_datasets.py): "
         "normalised score (0 random, 100 the SAC expert) of 10 final evaluation episodes, "
         "per seed",
-        command="python -m benchmarks.offline_datasets data --expert && jaxrl train "
-        f"{algorithm} --env {env} --dataset data/pendulum_medium_replay.npz --num-seeds {seeds}",
+        command=f"python -m benchmarks.offline_datasets data --expert{recipe} && jaxrl train "
+        f"{algorithm} --env {env} --dataset data/{dataset}.npz --num-seeds {seeds}",
         minutes=minutes,
         runner="offline",
         canary=algorithm,
         algorithm=algorithm,
         env=env,
         seeds=seeds,
-        overrides={"dataset": "pendulum_medium_replay"},
+        overrides={"dataset": dataset},
         metric="final_eval_normalized_score_per_agent",
         unit="score",
         test="test_offline_learning.py" if algorithm in ("iql", "td3-bc", "rebrac") else None,
@@ -300,6 +309,31 @@ ENTRIES: tuple[Entry, ...] = (
             # CQL samples 30 actions per state and SAC-N runs 5 critics: far slower here.
             ("cql", "cql", 60, "full"),
             ("sac_n", "sac-n", 20, "full"),
+        )
+    ),
+    # --- offline on a locomotion task with contact dynamics (issue 34): Brax's Hopper
+    # (positional backend) medium-replay of benchmarks/offline_datasets.py (SAC stopped at
+    # HOPPER_MEDIUM_STEPS, the same run continued to HOPPER_EXPERT_STEPS the expert), each
+    # learner's Hopper preset; the recipe's two SAC runs are part of each entry's minutes.
+    *(
+        dataclasses.replace(
+            _offline(
+                f"{name}_hopper_medium_replay",
+                algorithm,
+                "brax:hopper@positional",
+                5,
+                minutes,
+                "full",
+                dataset="hopper_medium_replay",
+            ),
+            extra="brax",
+            test=None,
+            label="Hopper (Brax) medium-replay",
+        )
+        for name, algorithm, minutes in (
+            ("iql", "iql", 20),
+            ("td3_bc", "td3-bc", 20),
+            ("rebrac", "rebrac", 20),
         )
     ),
     # Discrete CQL against behaviour cloning on the same data (issue 34): the replay of a

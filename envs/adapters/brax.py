@@ -1,4 +1,6 @@
-"""Brax environments through jaxrl's API: `envs.make("brax:ant", backend="positional")`.
+"""Brax environments through jaxrl's API: `envs.make("brax:ant", backend="positional")`,
+or with the physics backend in the id, `envs.make("brax:hopper@positional")`, so that a
+config's `env` string (what `jaxrl train --env` takes) can choose it.
 
 Wraps the raw environment from `brax.envs.get_environment` (no Brax wrappers).
 Brax's own episode wrapper folds the time limit into `done` and reports it as
@@ -23,7 +25,11 @@ from flax import struct
 from .. import spaces
 from ..core import Environment, EnvParams, EnvState
 
-__all__ = ["BraxEnvironment", "BraxParams", "BraxState", "make"]
+__all__ = ["BACKENDS", "BraxEnvironment", "BraxParams", "BraxState", "make", "split_backend"]
+
+BACKENDS = ("generalized", "positional", "spring", "mjx")
+"""Brax's physics pipelines (`brax.envs.base.PipelineEnv`); without one in the id or the
+overrides, the environment's own default (`generalized` for Brax's locomotion tasks)."""
 
 _INSTALL_HINT = (
     "the Brax adapter needs brax, which is not a jaxrl dependency: `pip install brax` "
@@ -104,9 +110,19 @@ def _unbounded(size: int | tuple[int, ...]) -> spaces.Box:
 def make(name: str, **overrides: Any) -> tuple[BraxEnvironment, BraxParams]:
     """Builds Brax environment `name`: returns `(env, params)`.
 
-    `max_steps_in_episode` sets our time limit; every other override goes to
-    `brax.envs.get_environment` (e.g. `backend="positional"`).
+    `name` may end in `@<backend>` (one of `BACKENDS`: `"hopper@positional"`), the same
+    as the override `backend=`. `max_steps_in_episode` sets our time limit; every other
+    override goes to `brax.envs.get_environment` (e.g. `backend="positional"`).
     """
+    env_id = f"brax:{name}"
+    name, backend = split_backend(name)
+    if backend is not None:
+        if "backend" in overrides:
+            raise ValueError(
+                f"brax:{name}@{backend}: the backend is given twice (in the id and as "
+                f"backend={overrides['backend']!r}); give it once"
+            )
+        overrides = {**overrides, "backend": backend}
     brax_envs = _import_brax_envs()
     fields = {f.name for f in dataclasses.fields(BraxParams)}
     param_overrides = {k: v for k, v in overrides.items() if k in fields}
@@ -116,4 +132,18 @@ def make(name: str, **overrides: Any) -> tuple[BraxEnvironment, BraxParams]:
     except KeyError as err:
         known = ", ".join(sorted(getattr(brax_envs, "_envs", {})))
         raise ValueError(f"Unknown Brax environment {name!r}; Brax has: {known}") from err
-    return BraxEnvironment(brax_env, f"brax:{name}"), BraxParams(**param_overrides)
+    return BraxEnvironment(brax_env, env_id), BraxParams(**param_overrides)
+
+
+def split_backend(name: str) -> tuple[str, str | None]:
+    """`"hopper@positional"` -> `("hopper", "positional")`; `"hopper"` -> `("hopper", None)`.
+    Checked before brax is imported: an unknown backend names the allowed ones."""
+    base, sep, backend = name.partition("@")
+    if not sep:
+        return name, None
+    if backend not in BACKENDS:
+        raise ValueError(
+            f"invalid Brax backend {backend!r} in 'brax:{name}': one of {', '.join(BACKENDS)} "
+            "(brax:<name>@<backend>)"
+        )
+    return base, backend

@@ -113,6 +113,18 @@ def test_brax_missing_is_a_clear_import_error(monkeypatch):
         brax_adapter.make("ant")
 
 
+def test_brax_backend_in_the_id_is_checked_before_brax_is_imported(monkeypatch):
+    from jaxrl.envs.adapters import brax as brax_adapter
+
+    monkeypatch.setitem(sys.modules, "brax", None)
+    with pytest.raises(ValueError, match="'fast'.*generalized, positional, spring, mjx"):
+        envs.make("brax:hopper@fast")
+    with pytest.raises(ImportError, match="pip install brax"):  # a valid id gets that far
+        envs.make("brax:hopper@positional")
+    assert brax_adapter.split_backend("hopper@spring") == ("hopper", "spring")
+    assert brax_adapter.split_backend("hopper") == ("hopper", None)
+
+
 # ----------------------------------------------------------------------------- gymnasium export
 
 
@@ -241,6 +253,17 @@ def test_brax_adapter_time_limit_and_termination():
     assert not np.asarray(terminated).any()  # tiny actions keep the pendulum up for 4 steps
     np.testing.assert_array_equal(np.flatnonzero(np.asarray(truncated)), [3, 7])
     assert np.isfinite(np.asarray(final)).all()
+
+
+@pytest.mark.optional
+def test_brax_backend_from_the_id():
+    pytest.importorskip("brax")
+    env, params = envs.make("brax:inverted_pendulum@spring", max_steps_in_episode=7)
+    assert env.brax_env.backend == "spring" and params.max_steps_in_episode == 7
+    assert env.name == "brax:inverted_pendulum@spring"
+    assert envs.make("brax:inverted_pendulum")[0].brax_env.backend == "generalized"  # Brax's
+    with pytest.raises(ValueError, match="given twice"):
+        envs.make("brax:inverted_pendulum@spring", backend="positional")
 
 
 @pytest.mark.optional
