@@ -1,5 +1,6 @@
 """The code base is `ruff` clean (lint and format), as the engineering standards require."""
 
+import collections
 import pathlib
 import shutil
 import subprocess
@@ -41,3 +42,11 @@ def test_networks_use_the_fast_layers():
         if direct.search(line) and not line.lstrip().startswith("#")
     ]
     assert not offenders, f"use jaxrl.nn.Dense / jaxrl.nn.conv.Conv instead: {offenders}"
+
+
+def test_test_files_have_unique_names():
+    """Test folders are not packages (no __init__.py), so pytest imports each test file
+    by its base name: two files of one name make the second fail to collect."""
+    tests = pathlib.Path(__file__).resolve().parent
+    names = collections.Counter(path.name for path in tests.rglob("test_*.py"))
+    assert [name for name, count in names.items() if count > 1] == []
