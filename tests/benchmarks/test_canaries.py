@@ -73,6 +73,7 @@ def test_results_without_a_canary_say_why() -> None:
                     "suite_throughput",
                     "lm_sampling",
                     "continuous_batching",
+                    "tool_batch",  # no algorithm: the tool runner's host work
                 )
             ), path.name
 
