@@ -14,8 +14,13 @@ of their own:
   at the versions that resolve with our jax 0.10.2; created on first use), importing
   `make_train` from the files of `--baselines` (a git snapshot of their repository,
   read with `git archive`, or a directory holding `ppo_rnn.py`);
-* ours: `jaxrl.train("ppo", env, num_seeds=S, seed=SEED, total_steps=N, num_envs=E)` in
-  this process (it needs the `craftax` extra), seeds vmapped in one program as theirs.
+* ours: `jaxrl.train("ppo", env, num_seeds=1, seed=SEED, total_steps=N, num_envs=E)` in
+  this process (it needs the `craftax` extra).
+
+Each seed is a program of its own, on both sides, one after the other: their `make_train`
+vmapped over 2 seeds (what their script does with NUM_REPEATS) hangs on this CPU with jax
+0.10.2 after compiling (every thread idle, the main thread waiting for the result's
+buffers; 1 seed runs), so neither library gets the larger batch of vmapped seeds.
 
 Both use `--num-envs` environments per seed (default: our preset's, 256; theirs
 defaults to 1,024 on a GPU) and the same seed number (each library derives its own
@@ -96,28 +101,58 @@ def extract_baselines(source: str, into: Path) -> tuple[Path, str]:
     return into, commit.stdout.strip()
 
 
+def merge_seeds(cells: list[dict[str, Any]]) -> dict[str, Any]:
+    """One library's row from its per-seed programs: steps/s over every seed's training
+    seconds (compilation excluded), each seed's final return and curve."""
+    steps = sum(c["env_steps"] for c in cells)
+    seconds = sum(c["env_steps"] / c["steps_per_second"] for c in cells)
+    merged = {k: v for k, v in cells[0].items() if k not in ("return_curve",)}
+    merged.update(
+        env_steps=steps,
+        steps_per_second=steps / seconds,
+        compile_seconds=[c.get("compile_seconds") for c in cells],
+        wall_seconds=sum(c["wall_seconds"] for c in cells if c.get("wall_seconds")),
+        final_return_per_seed=[c["final_return_per_seed"][0] for c in cells],
+        return_curve=[c["return_curve"][0] for c in cells],
+        load_average=[c.get("load_average") for c in cells],
+    )
+    return merged
+
+
 def run_theirs(args: argparse.Namespace) -> dict[str, Any]:
     python = ensure_venv("craftax_baselines", BASELINES_REQUIREMENTS)
+    cells = []
     with tempfile.TemporaryDirectory() as tmp:
         source, commit = extract_baselines(args.baselines, Path(tmp))
-        result = run_worker(
-            python,
-            "craftax_baselines_ppo_rnn.py",
-            {
-                "source": str(source),
-                "env_name": ENV_ID,
-                "num_envs": args.num_envs,
-                "total_steps": args.total_steps,
-                "seeds": args.seeds,
-                "seed": args.seed,
-            },
-            timeout=args.timeout,
-        )
+        for seed in seeds_of(args):
+            cells.append(
+                run_worker(
+                    python,
+                    "craftax_baselines_ppo_rnn.py",
+                    {
+                        "source": str(source),
+                        "env_name": ENV_ID,
+                        "num_envs": args.num_envs,
+                        "total_steps": args.total_steps,
+                        "seeds": 1,
+                        "seed": seed,
+                    },
+                    timeout=args.timeout,
+                )
+            )
+    for cell in cells:
+        cell["wall_seconds"] = cell["process_seconds"]
+    result = merge_seeds(cells)
     result["commit"] = commit
     return result
 
 
-def run_ours(args: argparse.Namespace) -> dict[str, Any]:
+def seeds_of(args: argparse.Namespace) -> list[int]:
+    """The seed numbers both libraries run, one program each (see the module docstring)."""
+    return [args.seed + i for i in range(args.seeds)]
+
+
+def run_one_of_ours(args: argparse.Namespace, seed: int) -> dict[str, Any]:
     import jax
 
     import jaxrl
@@ -126,8 +161,8 @@ def run_ours(args: argparse.Namespace) -> dict[str, Any]:
     result = jaxrl.train(
         "ppo",
         env=f"craftax:{ENV_ID}",
-        num_seeds=args.seeds,
-        seed=args.seed,
+        num_seeds=1,
+        seed=seed,
         total_steps=args.total_steps,
         num_envs=args.num_envs,
         progress=False,
@@ -138,7 +173,7 @@ def run_ours(args: argparse.Namespace) -> dict[str, Any]:
     )
     return {
         "library": "jaxrl",
-        "env_steps": args.seeds * config.num_updates * config.batch_size,
+        "env_steps": config.num_updates * config.batch_size,
         "steps_per_second": summary["steps_per_second"],
         "compile_seconds": summary.get("compile_seconds"),
         "wall_seconds": time.perf_counter() - start,
@@ -149,6 +184,10 @@ def run_ours(args: argparse.Namespace) -> dict[str, Any]:
         "jax": jax.__version__,
         "load_average": os.getloadavg(),
     }
+
+
+def run_ours(args: argparse.Namespace) -> dict[str, Any]:
+    return merge_seeds([run_one_of_ours(args, seed) for seed in seeds_of(args)])
 
 
 def _mean_std(values: list[float | None]) -> tuple[float | None, float | None]:
@@ -178,7 +217,7 @@ def compare(ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, Any]:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--total-steps", type=int, default=DEFAULT_TOTAL_STEPS, help="per seed")
-    parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS, help="seeds, vmapped")
+    parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS, help="seeds, one program each")
     parser.add_argument("--seed", type=int, default=0, help="the seed number both start from")
     parser.add_argument("--num-envs", type=int, default=256, help="environments per seed")
     parser.add_argument("--baselines", default=DEFAULT_BASELINES, help="their repository")
