@@ -507,6 +507,36 @@ def _speed_rows(name: str, raw: dict[str, Any]) -> tuple[list[str], list[list[st
             std = (sum((v - mean) ** 2 for v in finals) / len(finals)) ** 0.5 if finals else 0
             rows.append([c["library"], _rate(c["steps_per_second"]), f"{mean:.2f} ± {std:.2f}"])
         return ["library", "env steps/s", "final return (mean ± std over seeds)"], rows
+    if name == "locomotion_side_by_side":
+        summary = raw.get("summary", {})
+        rows = [
+            [
+                library,
+                _rate(s["steps_per_second"]),
+                f"{s['final_return_mean']:.1f} ± {s['final_return_std']:.1f}",
+                " / ".join(f"{v:.1f}" for v in s["final_return_per_seed"]),
+            ]
+            for library, s in summary.items()
+        ]
+        comparison = raw.get("comparison", {})
+        if comparison:
+            gap = comparison["final_return_gap_in_brax_std"]
+            rows.append(
+                [
+                    "jaxrl against Brax",
+                    f"{comparison['steps_per_second_ratio']:.2f}x",
+                    f"gap {comparison['final_return_gap']:+.1f}"
+                    + ("" if gap is None else f" ({gap:+.2f} Brax std)"),
+                    "",
+                ]
+            )
+        header = [
+            "library",
+            "env steps/s (training)",
+            "final return, deterministic (mean ± std over seeds)",
+            "per seed",
+        ]
+        return header, rows
     if name == "suite_throughput":
         return ["env", "copies", "jaxrl steps/s", "suite's own steps/s", "jaxrl / suite"], [
             [

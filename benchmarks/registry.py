@@ -740,7 +740,7 @@ ENTRIES: tuple[Entry, ...] = (
     ),
     # Issue 35's side-by-side: IPPO on simple_spread at 2M steps and 5 seeds against
     # JaxMARL's own baselines/IPPO/ippo_ff_mpe.py (a checkout of its repository in
-    # JAXMARL_REPO; its venv benchmarks/.venvs/jaxmarl). Not measured yet.
+    # JAXMARL_REPO; its venv benchmarks/.venvs/jaxmarl).
     _speed(
         "marl_throughput",
         "marl_throughput.py",
@@ -749,6 +749,24 @@ ENTRIES: tuple[Entry, ...] = (
         "and seeds",
         "IPPO on MPE simple_spread, 2M steps x 5 seeds: final return per agent and "
         "environment steps per second of training, jaxrl and JaxMARL side by side",
+    ),
+    # Issue 35's locomotion target: PPO on Playground's CheetahRun (MJX) against Brax's
+    # own PPO trainer at the same batch, networks and budget (2 seeds x 491,520 steps,
+    # one process per seed and library). Needs the playground and brax extras.
+    dataclasses.replace(
+        _speed(
+            "locomotion_side_by_side",
+            "locomotion_side_by_side.py",
+            "ppo",
+            "Brax's PPO trainer (brax.training.agents.ppo) with Playground's DM Control "
+            "hyperparameters, same batch, networks and budget",
+            "PPO on MuJoCo Playground's CheetahRun (MJX), 2 seeds x 491,520 steps: "
+            "environment steps per second of training, deterministic final return and "
+            "learning curves, jaxrl and Brax side by side",
+        ),
+        minutes=45.0,
+        extra="playground",
+        label="CheetahRun (MuJoCo Playground), side by side",
     ),
     _speed(
         "offpolicy_throughput",

@@ -413,6 +413,10 @@ PLAN_CANARY_NOTE = (
 )
 
 
+# An extra whose module is named otherwise (pyproject's optional dependencies).
+EXTRA_MODULES = {"playground": "mujoco_playground"}
+
+
 def missing_extra(entry: registry.Entry) -> str | None:
     """One line naming the optional extra `entry` needs and this Python lacks; None when
     it needs none or has it."""
@@ -420,7 +424,7 @@ def missing_extra(entry: registry.Entry) -> str | None:
         return None
     import importlib.util
 
-    if importlib.util.find_spec(entry.extra) is not None:
+    if importlib.util.find_spec(EXTRA_MODULES.get(entry.extra, entry.extra)) is not None:
         return None
     return (
         f"{entry.name} needs the {entry.extra} extra: run `python -m benchmarks.reproduce "

@@ -196,6 +196,18 @@ def test_an_entry_needing_a_missing_extra_fails_before_running(monkeypatch, caps
     assert ran == [] and "skipped: mappo_smax_3m needs the jaxmarl extra" in capsys.readouterr().err
 
 
+def test_an_extra_is_looked_up_by_its_modules_name(monkeypatch) -> None:
+    """The playground extra installs `mujoco_playground`: that is what must import."""
+    import importlib.util
+
+    asked = []
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: asked.append(name))
+    entry = registry.get("locomotion_side_by_side")
+    assert entry.extra == "playground"
+    assert "needs the playground extra" in reproduce.missing_extra(entry)
+    assert asked == ["mujoco_playground"]
+
+
 def test_a_loaded_result_is_marked_in_the_tables() -> None:
     entry = registry.get("ppo_cartpole")
     record = {"aggregate": {"iqm": 500.0, "iqm_ci95": [480.0, 500.0]}, "loaded": True}

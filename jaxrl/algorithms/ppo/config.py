@@ -153,6 +153,34 @@ PRESETS: dict[str, dict[str, Any]] = {
         # One seed's hour here.
         "total_steps": 500_000,
     },
+    # MuJoCo Playground's DM Control PPO hyperparameters (Zakka et al. 2025,
+    # `dm_control_suite_params.brax_ppo_config`: LR 1e-3 constant, discount 0.995, clip
+    # 0.3 without value clipping, entropy 0.01, 16 epochs, observations normalised) at
+    # the batch this CPU affords: 128 environments x 120 steps in 4 minibatches (their
+    # 2,048 x 30 x 16 on an accelerator). benchmarks/locomotion_side_by_side.py runs
+    # Brax's own PPO trainer at this sizing; needs the playground extra.
+    "playground:CheetahRun": {
+        "num_envs": 128,
+        "num_steps": 120,
+        "update_epochs": 16,
+        "num_minibatches": 4,
+        "lr": 1e-3,
+        "anneal_lr": False,
+        "adam_eps": 1e-8,
+        "gamma": 0.995,
+        "gae_lambda": 0.95,
+        "clip_eps": 0.3,
+        "clip_value": False,
+        "ent_coef": 0.01,
+        "vf_coef": 0.5,
+        "max_grad_norm": 1.0,
+        "normalize_obs": True,
+        "normalize_reward": True,
+        "tanh_squash": True,
+        "activation": "silu",
+        "hidden_sizes": (64, 64),
+        "total_steps": 491_520,
+    },
 }
 # MinAtar: PureJaxRL's MinAtar PPO settings.
 for _game in ("Breakout", "Asterix", "Freeway", "SpaceInvaders"):
