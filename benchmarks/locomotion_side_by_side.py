@@ -54,9 +54,9 @@ from _harness import LOAD_WARNING, run_metadata, run_worker  # noqa: E402
 DEFAULT_OUT = HERE / "results" / "locomotion_side_by_side.json"
 TASK = "CheetahRun"
 ENV_ID = f"playground:{TASK}"
-# The registry entry's budget: 32 updates of 128 x 120 steps per seed, 2 seeds.
-DEFAULT_TOTAL_STEPS = 491_520
-DEFAULT_SEEDS = 2
+# The registry entry's budget: 320 updates of 128 x 120 steps per seed, 3 seeds.
+DEFAULT_TOTAL_STEPS = 4_915_200
+DEFAULT_SEEDS = 3
 # Brax's sizing for our preset's batch (module docstring): 128 x 30 x 4 = 128 x 120.
 BRAX_SIZING = {
     "num_envs": 128,

@@ -751,7 +751,7 @@ ENTRIES: tuple[Entry, ...] = (
         "environment steps per second of training, jaxrl and JaxMARL side by side",
     ),
     # Issue 35's locomotion target: PPO on Playground's CheetahRun (MJX) against Brax's
-    # own PPO trainer at the same batch, networks and budget (2 seeds x 491,520 steps,
+    # own PPO trainer at the same batch, networks and budget (3 seeds x 4,915,200 steps,
     # one process per seed and library). Needs the playground and brax extras.
     dataclasses.replace(
         _speed(
@@ -760,11 +760,11 @@ ENTRIES: tuple[Entry, ...] = (
             "ppo",
             "Brax's PPO trainer (brax.training.agents.ppo) with Playground's DM Control "
             "hyperparameters, same batch, networks and budget",
-            "PPO on MuJoCo Playground's CheetahRun (MJX), 2 seeds x 491,520 steps: "
+            "PPO on MuJoCo Playground's CheetahRun (MJX), 3 seeds x 4,915,200 steps: "
             "environment steps per second of training, deterministic final return and "
             "learning curves, jaxrl and Brax side by side",
         ),
-        minutes=45.0,
+        minutes=35.0,
         extra="playground",
         label="CheetahRun (MuJoCo Playground), side by side",
     ),

@@ -59,7 +59,8 @@ def main() -> None:
                 "wall_seconds": wall,
                 "final_return": float(np.mean(returns)),
                 "final_return_episodes": np.asarray(returns).ravel().round(3).tolist(),
-                "train_final_return": float(summary["final_return_mean"]),
+                # None when no training episode ended in the last 10% of updates.
+                "train_final_return": summary["final_return_mean"],
                 "return_curve": [
                     [s, None if np.isnan(r) else round(float(r), 3)]
                     for s, r in zip(steps, curve, strict=True)

@@ -95,7 +95,8 @@ class RecurrentActorCritic(nn.Module):
     `(carry (B, H), obs (T, B, ...), resets (T, B)) -> (carry, distribution, value (T, B))`.
     An MLP embeds each observation, a shared GRU integrates them (its carry is
     zeroed where `resets` marks an episode start), and separate actor and
-    critic heads read the GRU output.
+    critic heads read the GRU output. The embedding's layers are `hidden_sizes`;
+    each head's are `head_sizes` (None: `hidden_sizes` too).
     """
 
     action_dim: int
@@ -103,6 +104,7 @@ class RecurrentActorCritic(nn.Module):
     hidden_sizes: Sequence[int] = (64,)
     activation: str = "tanh"
     rnn_hidden_size: int = 128
+    head_sizes: Sequence[int] | None = None
     tanh_squash: bool = False
     init_log_std: float = 0.0
 
@@ -113,9 +115,10 @@ class RecurrentActorCritic(nn.Module):
         x = flatten_obs(obs, 2)
         x = MLP(self.hidden_sizes, self.activation, name="embed")(x)
         carry, h = ScannedGRU(self.rnn_hidden_size, name="gru")(carry, x, resets)
-        actor = MLP(self.hidden_sizes, self.activation, name="actor_torso")(h)
+        head_sizes = self.hidden_sizes if self.head_sizes is None else self.head_sizes
+        actor = MLP(head_sizes, self.activation, name="actor_torso")(h)
         dist = PolicyHead(
             self.action_dim, self.discrete, self.tanh_squash, self.init_log_std, name="actor_head"
         )(actor)
-        critic = MLP(self.hidden_sizes, self.activation, name="critic_torso")(h)
+        critic = MLP(head_sizes, self.activation, name="critic_torso")(h)
         return carry, dist, ValueHead(name="critic_head")(critic)

@@ -40,6 +40,10 @@ def test_the_baselines_run_with_our_presets_hyperparameters():
     for our_name, their_name in pairs.items():
         assert ours[our_name] == theirs[their_name], our_name
     assert ours["num_envs"] == theirs["NUM_ENVS"] == 256
+    # Their ActorCriticRNN: one embedding layer, then the GRU, then two layers per head,
+    # every one LAYER_SIZE wide (hard-coded in ppo_rnn.py, not a config key).
+    assert ours["hidden_sizes"] == (theirs["LAYER_SIZE"],)
+    assert ours["rnn_head_sizes"] == (theirs["LAYER_SIZE"],) * 2
     assert theirs["USE_OPTIMISTIC_RESETS"] and not theirs["USE_WANDB"] and not theirs["DEBUG"]
 
 

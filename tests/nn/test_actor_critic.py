@@ -125,3 +125,33 @@ def test_heads_build_the_distribution_the_flags_ask_for():
             np.testing.assert_array_equal(params["params"]["actor_head"]["log_std"], [-0.5] * 2)
         # `policy` and `value` are the two halves of `__call__`.
         np.testing.assert_array_equal(network.apply(params, obs, method="value"), value)
+
+
+def test_recurrent_heads_can_be_deeper_than_the_embedding():
+    """`head_sizes` (PPO's `rnn_head_sizes`) sizes each head's torso after the GRU; the
+    embedding before it keeps `hidden_sizes` (the Craftax baselines' shape, at width 8)."""
+    network = RecurrentActorCritic(
+        2, discrete=True, hidden_sizes=(8,), rnn_hidden_size=16, head_sizes=(8, 8)
+    )
+    params = _init(network, jnp.zeros((5, 16)), jnp.zeros((1, 5, 4)), jnp.zeros((1, 5), bool))
+    shapes = dict(_paths_and_shapes(params))
+    assert (
+        shapes["params/embed/Dense_0/kernel"] == (4, 8)
+        and "params/embed/Dense_1/kernel" not in shapes
+    )
+    for torso in ("actor_torso", "critic_torso"):
+        assert shapes[f"params/{torso}/Dense_0/kernel"] == (16, 8)
+        assert shapes[f"params/{torso}/Dense_1/kernel"] == (8, 8)
+    algo = ppo_train.make(
+        jaxrl.make_config(
+            "ppo",
+            "CartPole-v1",
+            num_envs=4,
+            recurrent=True,
+            hidden_sizes=(8,),
+            rnn_hidden_size=16,
+            rnn_head_sizes=(8, 8),
+        )
+    )
+    state = jax.eval_shape(algo.init, jax.random.key(0), algo.hyperparams())
+    assert dict(_paths_and_shapes(state.params)) == shapes

@@ -54,6 +54,16 @@ ALL_FIELDS = sorted(f.name for f in dataclasses.fields(PPOConfig))
             "invalid hidden_sizes=(64, 0): must be a non-empty list of positive layer sizes",
         ),
         (
+            {"rnn_head_sizes": (64,)},
+            "invalid rnn_head_sizes=(64,): must be None unless recurrent=True (a "
+            "feed-forward policy's layers are hidden_sizes)",
+        ),
+        (
+            {"recurrent": True, "rnn_head_sizes": (64, 0)},
+            "invalid rnn_head_sizes=(64, 0): must be a non-empty tuple of positive layer "
+            "sizes, or None",
+        ),
+        (
             {"total_steps": 500},
             "invalid total_steps=500: must be >= num_envs * num_steps = 512 (one update)",
         ),

@@ -57,6 +57,10 @@ class PPOConfig(PPOFields):
     """Continuous actions: squash Gaussian samples with tanh into the Box bounds."""
     init_log_std: float = 0.0
     """Continuous actions: initial log standard deviation of the Gaussian policy."""
+    rnn_head_sizes: tuple[int, ...] | None = None
+    """With recurrent: the hidden layers of the actor's and of the critic's head after
+    the GRU (None: `hidden_sizes`, which also sizes the embedding before it). The Craftax
+    baselines' `ppo_rnn.py` has one 512-wide embedding layer and two per head."""
 
     def validate(self) -> PPOConfig:
         """Raises `ConfigError` naming the first invalid field; returns self."""
@@ -69,6 +73,19 @@ class PPOConfig(PPOFields):
             f"a divisor of num_envs={self.num_envs} (num_envs / reset_ratio starts per step)",
         )
         cfg.check_choice(self, "grad_clip", GRAD_CLIPS)
+        if self.rnn_head_sizes is not None:
+            cfg.check(
+                self.recurrent,
+                "rnn_head_sizes",
+                self.rnn_head_sizes,
+                "None unless recurrent=True (a feed-forward policy's layers are hidden_sizes)",
+            )
+            cfg.check(
+                len(self.rnn_head_sizes) > 0 and all(n > 0 for n in self.rnn_head_sizes),
+                "rnn_head_sizes",
+                self.rnn_head_sizes,
+                "a non-empty tuple of positive layer sizes, or None",
+            )
         return self
 
 
@@ -128,7 +145,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "rnn_hidden_size": 64,
     },
     # The Craftax baselines' ppo_rnn.py (Matthews et al. 2024: 1024 envs x 64 steps, GAE
-    # lambda 0.8, grad norm 1.0, LR 2e-4, 512-wide layers and GRU), at fewer environments
+    # lambda 0.8, grad norm 1.0, LR 2e-4, a 512-wide embedding, GRU and two 512-wide
+    # layers per head), at fewer environments
     # and the budget that fits an hour on this CPU for one seed (benchmarks/registry.py's
     # ppo_rnn_craftax_classic); needs the craftax extra.
     "craftax:Craftax-Classic-Symbolic-v1": {
@@ -147,6 +165,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "activation": "relu",
         "hidden_sizes": (512,),
         "rnn_hidden_size": 512,
+        "rnn_head_sizes": (512, 512),
         # The baselines' optimistic resets (their default ratio): 16 fresh worlds per
         # step instead of one per environment (drawing a world costs more than a step).
         "reset_ratio": 16,
@@ -179,7 +198,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "tanh_squash": True,
         "activation": "silu",
         "hidden_sizes": (64, 64),
-        "total_steps": 491_520,
+        "total_steps": 4_915_200,
     },
 }
 # MinAtar: PureJaxRL's MinAtar PPO settings.

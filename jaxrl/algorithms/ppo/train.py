@@ -141,7 +141,11 @@ class PPO(EnvironmentAlgorithm):
             init_log_std=config.init_log_std,
         )
         if config.recurrent:
-            self.network = RecurrentActorCritic(rnn_hidden_size=config.rnn_hidden_size, **common)
+            self.network = RecurrentActorCritic(
+                rnn_hidden_size=config.rnn_hidden_size,
+                head_sizes=None if config.rnn_head_sizes is None else tuple(config.rnn_head_sizes),
+                **common,
+            )
         else:
             self.network = ActorCritic(**common)
 
