@@ -506,6 +506,20 @@ def _speed_rows(name: str, raw: dict[str, Any]) -> tuple[list[str], list[list[st
             mean = sum(finals) / len(finals) if finals else float("nan")
             std = (sum((v - mean) ** 2 for v in finals) / len(finals)) ** 0.5 if finals else 0
             rows.append([c["library"], _rate(c["steps_per_second"]), f"{mean:.2f} ± {std:.2f}"])
+        comparison = raw.get("comparison", {})
+        if comparison:
+            ours, theirs = comparison["jaxrl_final_return"], comparison["baselines_final_return"]
+            gap = ours[0] - theirs[0]
+            within = "within" if comparison["return_within_one_std"] else "outside"
+            rows.append(
+                [
+                    "jaxrl against the baselines",
+                    f"{comparison['steps_per_second_ratio']:.2f}x",
+                    f"gap {gap:+.2f} ({gap / theirs[1]:+.2f} of their std: {within})"
+                    if theirs[1]
+                    else f"gap {gap:+.2f}",
+                ]
+            )
         return ["library", "env steps/s", "final return (mean ± std over seeds)"], rows
     if name == "locomotion_side_by_side":
         summary = raw.get("summary", {})
