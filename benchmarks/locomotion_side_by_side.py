@@ -28,6 +28,11 @@ it; Brax computes GAE within each 30-step unroll, ours over the whole rollout. T
 learning-rate, clipping, discount, GAE lambda and entropy values are the same
 (`tests/benchmarks/test_locomotion_side_by_side.py` checks every pair).
 
+Brax runs Playground's `num_resets_per_eval` (10) epochs per evaluation interval, each
+after a reset of every environment; `brax_num_evals` refuses a budget that does not split
+into them (Brax would round it up: the smallest exact budget with two intervals is 20
+updates), and the Brax worker checks the steps it ran.
+
 Each seed is a process of its own on both sides (Brax's trainer has no seed axis), one
 library after the other, theirs first. Reported per library: environment steps per
 second of training over all seeds (compilation and evaluation excluded), and per seed
@@ -68,17 +73,24 @@ BRAX_SIZING = {
 }
 
 
-def brax_num_evals(total_steps: int, steps_per_update: int, evaluations: int = 4) -> int:
-    """Brax's `num_evals` for `evaluations` equal epochs covering `total_steps` exactly.
+# Playground's `num_resets_per_eval` for the DM Control tasks (the optional test reads it).
+BRAX_RESETS_PER_EVAL = 10
 
-    Brax trains `num_evals - 1` epochs (an evaluation after each and one before the
-    first), each of ceil(total / (epochs x steps per update)) updates; the budget must
-    split into whole updates per epoch, or Brax would run more steps than ours."""
+
+def brax_num_evals(total_steps: int, steps_per_update: int, evaluations: int = 4) -> int:
+    """Brax's `num_evals` for `evaluations` equal intervals covering `total_steps` exactly.
+
+    Brax trains `num_evals - 1` intervals (an evaluation after each and one before the
+    first). An interval is `num_resets_per_eval` epochs (the environments reset before
+    each) of ceil(total / (intervals x resets x steps per update)) updates each: the
+    budget must split into whole updates per epoch, or Brax runs more steps than ours."""
+    per_epoch = evaluations * BRAX_RESETS_PER_EVAL
     updates, rest = divmod(total_steps, steps_per_update)
-    if rest or updates % evaluations:
+    if rest or updates % per_epoch:
         raise ValueError(
-            f"--total-steps {total_steps}: must be a multiple of {steps_per_update * evaluations} "
-            f"({evaluations} epochs of whole updates of {steps_per_update} steps)"
+            f"--total-steps {total_steps}: must be a multiple of {steps_per_update * per_epoch} "
+            f"({evaluations} evaluation intervals of {BRAX_RESETS_PER_EVAL} epochs of whole "
+            f"updates of {steps_per_update} steps)"
         )
     return evaluations + 1
 
@@ -93,7 +105,7 @@ def run_library(args: argparse.Namespace, library: str, seed: int) -> dict[str, 
     if library == "brax":
         sizing = {
             **BRAX_SIZING,
-            "num_evals": brax_num_evals(args.total_steps, steps_per_update),
+            "num_evals": brax_num_evals(args.total_steps, steps_per_update, args.brax_evaluations),
         }
         return run_worker(
             sys.executable,
@@ -165,11 +177,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS, help="seeds, one process each")
     parser.add_argument("--seed", type=int, default=0, help="the first seed number")
     parser.add_argument("--eval-episodes", type=int, default=16, help="final evaluation episodes")
+    parser.add_argument(
+        "--brax-evaluations", type=int, default=4, help="Brax's evaluations after the first"
+    )
     parser.add_argument("--timeout", type=float, default=3 * 3600, help="seconds per process")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON output path")
     args = parser.parse_args(argv)
-    if args.seeds < 1 or args.eval_episodes < 1:
-        parser.error("--seeds and --eval-episodes must be at least 1")
+    if args.seeds < 1 or args.eval_episodes < 1 or args.brax_evaluations < 2:
+        parser.error(
+            "--seeds and --eval-episodes must be at least 1, --brax-evaluations at least 2 "
+            "(the first interval includes compilation; steps/s comes from the others)"
+        )
     return args
 
 

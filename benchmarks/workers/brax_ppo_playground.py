@@ -100,6 +100,12 @@ def main() -> None:
         **hyper,
     )
     wall = time.perf_counter() - start
+    if evaluations[-1][0] != args["total_steps"]:
+        raise SystemExit(
+            f"Brax ran {evaluations[-1][0]} steps, not {args['total_steps']}: the budget does "
+            "not split into its evaluation intervals (benchmarks/locomotion_side_by_side.py's "
+            "brax_num_evals)"
+        )
     # evaluations[0] is before training (step 0, walltime 0); [1] after the first epoch.
     first_steps, first_walltime = evaluations[1][0], evaluations[1][2]
     last_steps, last_walltime = evaluations[-1][0], evaluations[-1][2]

@@ -39,9 +39,11 @@ def test_brax_collects_our_batch_in_our_minibatches_and_epochs():
 
 def test_the_budget_splits_into_brax_epochs_or_is_refused():
     per_update = OURS["num_envs"] * OURS["num_steps"]
+    epochs = 4 * side.BRAX_RESETS_PER_EVAL  # 4 evaluation intervals of 10 reset epochs
     assert side.brax_num_evals(side.DEFAULT_TOTAL_STEPS, per_update) == 5
-    assert side.brax_num_evals(4 * per_update, per_update) == 5
-    for bad in (4 * per_update + 1, 6 * per_update):
+    assert side.brax_num_evals(epochs * per_update, per_update) == 5
+    assert side.brax_num_evals(20 * per_update, per_update, evaluations=2) == 3
+    for bad in (epochs * per_update + 1, 4 * per_update, 60 * per_update):
         with pytest.raises(ValueError, match="--total-steps"):
             side.brax_num_evals(bad, per_update)
 
@@ -76,6 +78,7 @@ def test_brax_side_keeps_playgrounds_own_hyperparameters():
     }
     for our_name, their_name in pairs.items():
         assert OURS[our_name] == theirs[their_name], our_name
+    assert theirs["num_resets_per_eval"] == side.BRAX_RESETS_PER_EVAL
     # Fields Playground leaves at Brax's defaults.
     import inspect
 
@@ -94,14 +97,17 @@ def test_both_libraries_run_a_tiny_budget(tmp_path):
     pytest.importorskip("mujoco_playground")
     out = tmp_path / "loco.json"
     per_update = OURS["num_envs"] * OURS["num_steps"]
+    budget = 2 * side.BRAX_RESETS_PER_EVAL * per_update  # Brax's smallest exact budget
     cmd = [
         sys.executable,
         str(BENCHMARKS / "locomotion_side_by_side.py"),
         "--total-steps",
-        str(4 * per_update),
+        str(budget),
         "--seeds",
         "1",
         "--eval-episodes",
+        "2",
+        "--brax-evaluations",
         "2",
         "--out",
         str(out),
@@ -110,7 +116,7 @@ def test_both_libraries_run_a_tiny_budget(tmp_path):
     result = json.loads(out.read_text())
     for library in ("brax", "jaxrl"):
         (cell,) = result["cells"][library]
-        assert cell["env_steps"] == 4 * per_update and cell["steps_per_second"] > 0
+        assert cell["env_steps"] == budget and cell["steps_per_second"] > 0
         assert len(cell["return_curve"]) >= 2
         assert cell["final_return"] >= 0.0  # CheetahRun's reward lies in [0, 1] per step
     assert result["comparison"]["steps_per_second_ratio"] > 0
