@@ -286,7 +286,7 @@ ENTRIES: tuple[Entry, ...] = (
     # MAPPO against IPPO on SMAX's 3m (issue 35: MAPPO above IPPO or level with it), each
     # with its preset (JaxMARL's SMAX baseline settings for it, recurrent actors, 64
     # environments) at 2M steps per seed; the jaxmarl extra (run reproduce with a Python
-    # that has it). Not measured yet.
+    # that has it).
     *(
         dataclasses.replace(
             _env(f"{algorithm}_smax_3m", algorithm, "jaxmarl:SMAX-3m", 5, 40, "full"),
