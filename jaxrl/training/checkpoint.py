@@ -193,7 +193,7 @@ class Checkpointer:
         """
         for step in reversed(self.steps()):
             try:
-                with _quiet_failed_reads():
+                with _quiet_failed_reads(self.directory / str(step)):
                     restored = self._manager.restore(
                         step,
                         args=ocp.args.Composite(
@@ -229,7 +229,7 @@ class Checkpointer:
 
 
 @contextlib.contextmanager
-def _quiet_failed_reads() -> Iterator[None]:
+def _quiet_failed_reads(step_dir: pathlib.Path) -> Iterator[None]:
     """Keeps orbax/tensorstore's noise about a damaged checkpoint off the terminal.
 
     When one array of a checkpoint fails to read, orbax's `asyncio.run` closes its
@@ -238,6 +238,9 @@ def _quiet_failed_reads() -> Iterator[None]:
     to file descriptor 2, and absl logs an ERROR per unreadable metadata file. On
     failure this waits briefly for those reads to finish, drops exactly that noise
     and passes anything else through; the caller reports the failure in one line.
+    The abandoned reads' "exception was never retrieved" reports are dropped from the
+    moment of failure (`_ABANDONED_READS`): the garbage collector may make them while
+    this still captures file descriptor 2, which would otherwise pass them through.
     """
     absl_logger = logging.getLogger("absl")
     level = absl_logger.level
@@ -251,6 +254,7 @@ def _quiet_failed_reads() -> Iterator[None]:
             yield
         except BaseException:
             failed = True
+            _ABANDONED_READS.ignore(step_dir)
             raise
         finally:
             if failed:
