@@ -52,7 +52,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _harness import LOAD_WARNING, run_metadata, run_worker  # noqa: E402
+from _harness import run_metadata, run_worker, warn_if_loaded, write_results  # noqa: E402
 from _venvs import ensure_venv  # noqa: E402
 
 DEFAULT_OUT = HERE / "results" / "craftax_side_by_side.json"
@@ -228,9 +228,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    load = os.getloadavg()[0]
-    if load > LOAD_WARNING:
-        print(f"[warn] load average {load:.2f}: timings are not to be trusted", file=sys.stderr)
+    warn_if_loaded("timings are not to be trusted")
     meta = run_metadata("craftax_side_by_side", "benchmarks/craftax_side_by_side.py", argv)
     theirs = run_theirs(args)
     print(json.dumps({k: theirs[k] for k in ("steps_per_second", "final_return_per_seed")}))
@@ -246,9 +244,7 @@ def main(argv: list[str] | None = None) -> None:
         "comparison": compare(ours, theirs),
     }
     print(json.dumps(result["comparison"]))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2, default=str) + "\n")
-    print(f"wrote {args.out}")
+    write_results(args.out, result)
 
 
 if __name__ == "__main__":

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 from pathlib import Path
@@ -54,7 +53,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _harness import LOAD_WARNING, run_metadata, run_worker  # noqa: E402
+from _harness import run_metadata, run_worker, warn_if_loaded, write_results  # noqa: E402
 
 DEFAULT_OUT = HERE / "results" / "locomotion_side_by_side.json"
 TASK = "CheetahRun"
@@ -193,9 +192,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    load = os.getloadavg()[0]
-    if load > LOAD_WARNING:
-        print(f"[warn] load average {load:.2f}: timings are not to be trusted", file=sys.stderr)
+    warn_if_loaded("timings are not to be trusted")
     meta = run_metadata("locomotion_side_by_side", "benchmarks/locomotion_side_by_side.py", argv)
     seeds = [args.seed + i for i in range(args.seeds)]
     cells: dict[str, list[dict[str, Any]]] = {"brax": [], "jaxrl": []}
@@ -222,9 +219,7 @@ def main(argv: list[str] | None = None) -> None:
         "comparison": compare(summary["jaxrl"], summary["brax"]),
     }
     print(json.dumps(result["comparison"]))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2, default=str) + "\n")
-    print(f"wrote {args.out}")
+    write_results(args.out, result)
 
 
 if __name__ == "__main__":

@@ -76,7 +76,7 @@ def main() -> None:
         activation=activation,
     )
 
-    evaluations: list[tuple[int, float, float, float]] = []
+    evaluations: list[tuple[int, float, float]] = []
 
     def progress(step: int, metrics: dict) -> None:
         evaluations.append(
@@ -84,7 +84,6 @@ def main() -> None:
                 int(step),
                 float(metrics.get("eval/episode_reward", float("nan"))),
                 float(metrics.get("training/walltime", 0.0)),
-                time.perf_counter(),
             )
         )
 
@@ -122,7 +121,7 @@ def main() -> None:
                 "train_seconds": last_walltime,
                 "wall_seconds": wall,
                 "final_return": evaluations[-1][1],
-                "return_curve": [[s, round(r, 3)] for s, r, _, _ in evaluations],
+                "return_curve": [[s, round(r, 3)] for s, r, _ in evaluations],
                 "hyperparameters": {k: v for k, v in hyper.items() if k != "num_timesteps"},
                 "jax": jax.__version__,
                 "load_average": os.getloadavg(),
